@@ -1,0 +1,42 @@
+"""Loading YAML configs into validated pydantic models, with errors that name file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from eval_pipeline.errors import ConfigError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def describe_validation_error(error: ValidationError, source: str) -> str:
+    """One line per problem: `<source>: <field.path>: <message> (got <value>)`."""
+    lines = [f"invalid config {source}:"]
+    for problem in error.errors():
+        location = ".".join(str(part) for part in problem["loc"]) or "<root>"
+        value = problem.get("input")
+        lines.append(f"  {location}: {problem['msg']} (got {value!r})")
+    return "\n".join(lines)
+
+
+def validate_config(model_cls: type[ModelT], data: object, source: str) -> ModelT:
+    """Validate `data` as `model_cls`; a failure raises ConfigError naming `source` and fields."""
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, source)) from error
+
+
+def load_yaml_config(model_cls: type[ModelT], path: Path) -> ModelT:
+    """Read a YAML file and validate it; missing or unparsable files raise ConfigError."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
+    return validate_config(model_cls, data, str(path))

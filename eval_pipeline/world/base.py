@@ -1,0 +1,50 @@
+"""The world plugin interface: a domain the pipeline can generate, fingerprint and load.
+
+A world is generated from one seed and a scale, deterministically to the byte. Its tables
+are split in two schemas: `world` (what agents may read later) and `truth` (the answer
+key and anomaly registry, which agents must never read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class GeneratedWorld:
+    """Tables of one generated world; frozen so a stage cannot mutate what it was handed."""
+
+    plugin: str
+    generator_version: str
+    seed: int
+    scale: float
+    tables: Mapping[str, pl.DataFrame]
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """Truth tables computed from the clean world data before any model exists."""
+
+    tables: Mapping[str, pl.DataFrame]
+    fingerprint: str
+
+
+@runtime_checkable
+class WorldPlugin(Protocol):
+    """A domain behind the pipeline. The label world is the built-in one."""
+
+    name: str
+    generator_version: str
+
+    def generate(self, seed: int, scale: float) -> GeneratedWorld:
+        """Build every `world` table from the seed; same inputs give the same bytes."""
+        ...
+
+    def answer_key(self, world: GeneratedWorld) -> AnswerKey:
+        """Compute the `truth` tables from the world's clean data."""
+        ...
