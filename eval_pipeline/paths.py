@@ -20,3 +20,21 @@ def warehouse_path() -> Path:
     """The DuckDB warehouse file: `EVALP_WAREHOUSE` or `<var>/warehouse.duckdb`."""
     override = os.environ.get("EVALP_WAREHOUSE")
     return Path(override).resolve() if override else var_dir() / "warehouse.duckdb"
+
+
+def default_world_config() -> Path:
+    """The world config the main job builds: `EVALP_WORLD_CONFIG` or the committed default."""
+    override = os.environ.get("EVALP_WORLD_CONFIG")
+    return Path(override).resolve() if override else CONFIGS_DIR / "worlds" / "label.yaml"
+
+
+def fixtures_root() -> Path:
+    """Where fixture sets are frozen: `EVALP_FIXTURES_ROOT` or the committed `data/fixtures`."""
+    override = os.environ.get("EVALP_FIXTURES_ROOT")
+    return Path(override).resolve() if override else FIXTURES_DIR
+
+
+def dagster_home() -> Path:
+    """The Dagster instance folder: `DAGSTER_HOME` or `<var>/dagster_home`."""
+    override = os.environ.get("DAGSTER_HOME")
+    return Path(override).resolve() if override else var_dir() / "dagster_home"
