@@ -1,0 +1,59 @@
+"""``python -m eval_pipeline.sim``: run the simulated provider until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from eval_pipeline.sim.errors import SimError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval_pipeline.sim",
+        description="Simulated LLM provider (OpenAI Chat Completions + Anthropic Messages).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--seed", type=int, default=0, help="server seed")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before each reply")
+    parser.add_argument(
+        "--profile-options",
+        default=None,
+        help='JSON object keyed by profile, e.g. \'{"flaky": {"drop": 0.1}}\'',
+    )
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE to register more profiles (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        options = json.loads(args.profile_options) if args.profile_options else None
+    except ValueError as exc:
+        parser.error(f"--profile-options is not valid JSON: {exc}")
+    if options is not None and not isinstance(options, dict):
+        parser.error("--profile-options must be a JSON object")
+
+    from eval_pipeline.sim.server import serve
+
+    try:
+        serve(
+            args.host,
+            args.port,
+            args.seed,
+            args.latency_ms,
+            options,
+            plugins=args.plugin,
+        )
+    except SimError as exc:
+        print(f"sim: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

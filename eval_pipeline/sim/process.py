@@ -1,0 +1,184 @@
+"""Run the simulated provider as a child process and talk to its admin endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from eval_pipeline.sim.bill import SimBillLine, SimUsageLine
+from eval_pipeline.sim.errors import SimAdminError, SimStartupError
+from eval_pipeline.sim.server import LISTENING_PREFIX
+
+DEFAULT_STARTUP_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 5.0
+
+
+class SimHandle:
+    """A running simulated provider: its URLs and its admin endpoints."""
+
+    def __init__(self, base_url: str, stdout_path: Path, stderr_path: Path) -> None:
+        self.base_url = base_url
+        self.openai_base_url = f"{base_url}/v1"
+        self.anthropic_base_url = base_url
+        self._stdout_path = stdout_path
+        self._stderr_path = stderr_path
+        self._client = httpx.Client(base_url=base_url, timeout=30.0, trust_env=False)
+
+    def _get(self, path: str) -> Any:
+        response = self._client.get(path)
+        if response.status_code != 200:
+            raise SimAdminError(f"GET {path} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def _post(self, path: str, payload: Mapping[str, Any] | None = None) -> Any:
+        response = self._client.post(path, json=payload or {})
+        if response.status_code != 200:
+            raise SimAdminError(f"POST {path} -> {response.status_code}: {response.text}")
+        return response.json()
+
+    def bill(self) -> list[SimBillLine]:
+        """Every billed reply so far, priced on its day (raises if a price is missing)."""
+        return [SimBillLine.model_validate(line) for line in self._get("/_sim/bill")["lines"]]
+
+    def usage(self) -> list[SimUsageLine]:
+        """Every billed reply so far, unpriced."""
+        return [SimUsageLine.model_validate(line) for line in self._get("/_sim/usage")["lines"]]
+
+    def request_count(self) -> int:
+        """Every HTTP request that reached a model endpoint, faults included."""
+        return int(self._get("/_sim/counters")["request_count"])
+
+    def counters(self) -> dict[str, Any]:
+        """``request_count``, ``outcomes`` (by outcome kind) and ``billed``."""
+        result: dict[str, Any] = self._get("/_sim/counters")
+        return result
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._get("/_sim/health")
+        return result
+
+    def reset(self) -> None:
+        """Forget the bill, the counters and the occurrence memory (not the clock)."""
+        self._post("/_sim/reset")
+
+    def set_clock(self, day: date | None) -> None:
+        """Bill on ``day`` from now on; ``None`` returns to the real UTC date."""
+        self._post("/_sim/clock", {"date": day.isoformat() if day else None})
+
+    def output(self) -> tuple[str, str]:
+        """Everything the server process wrote so far: (stdout, stderr)."""
+        return (
+            self._stdout_path.read_text(errors="replace"),
+            self._stderr_path.read_text(errors="replace"),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _command(
+    seed: int,
+    latency_ms: float,
+    profile_options: Mapping[str, Any] | None,
+    plugins: Sequence[str],
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "eval_pipeline.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--seed",
+        str(seed),
+        "--latency-ms",
+        repr(float(latency_ms)),
+    ]
+    if profile_options is not None:
+        command += ["--profile-options", json.dumps(profile_options)]
+    for plugin in plugins:
+        command += ["--plugin", plugin]
+    return command
+
+
+def _wait_for_url(
+    process: subprocess.Popen[bytes], stdout_path: Path, stderr_path: Path, timeout_s: float
+) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for line in stdout_path.read_text(errors="replace").splitlines():
+            if line.startswith(LISTENING_PREFIX):
+                return line[len(LISTENING_PREFIX) :].strip()
+        code = process.poll()
+        if code is not None:
+            stderr = stderr_path.read_text(errors="replace")
+            raise SimStartupError(
+                f"the simulated provider exited with code {code} before listening; "
+                f"stderr:\n{stderr}"
+            )
+        if time.monotonic() > deadline:
+            stderr = stderr_path.read_text(errors="replace")
+            raise SimStartupError(
+                f"the simulated provider did not print {LISTENING_PREFIX.strip()!r} within "
+                f"{timeout_s:g} s; stderr so far:\n{stderr}"
+            )
+        time.sleep(0.01)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=_STOP_TIMEOUT_S)
+
+
+@contextmanager
+def running_sim(
+    *,
+    seed: int = 0,
+    latency_ms: float = 0,
+    profile_options: Mapping[str, Any] | None = None,
+    plugins: Sequence[str] = (),
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+) -> Iterator[SimHandle]:
+    """Start ``python -m eval_pipeline.sim --port 0 ...`` and yield its :class:`SimHandle`.
+
+    The child's stdout and stderr go to temporary files (see :meth:`SimHandle.output`);
+    the server is terminated (SIGTERM, then SIGKILL after 5 s) on exit.
+    """
+    with tempfile.TemporaryDirectory(prefix="evalp-sim-") as tmp:
+        stdout_path = Path(tmp) / "stdout.txt"
+        stderr_path = Path(tmp) / "stderr.txt"
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            process = subprocess.Popen(
+                _command(seed, latency_ms, profile_options, plugins),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        try:
+            url = _wait_for_url(process, stdout_path, stderr_path, startup_timeout_s)
+            handle = SimHandle(url, stdout_path, stderr_path)
+            try:
+                yield handle
+            finally:
+                handle.close()
+        finally:
+            _stop(process)

@@ -1,0 +1,471 @@
+"""The simulated provider's HTTP server (Starlette on uvicorn, loopback).
+
+Model endpoints (``POST /v1/chat/completions``, ``POST /v1/messages``) are raw ASGI
+endpoints: read the body, decide the outcome synchronously (:meth:`SimState.handle`), sleep
+the configured latency with ``asyncio.sleep``, send. Nothing is logged per request, and
+of the request headers only ``x-evalp-seed`` is ever read; none is stored.
+
+Admin: ``GET /_sim/health``, ``GET /_sim/counters``, ``GET /_sim/usage`` (unpriced bill),
+``GET /_sim/bill``, ``POST /_sim/reset`` (bill, counters and occurrence memory; not the
+clock), ``POST /_sim/clock`` with ``{"date": "YYYY-MM-DD" | null}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import secrets
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any, Literal, TextIO
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from eval_pipeline.sim import wire_anthropic, wire_openai
+from eval_pipeline.sim.bill import SimUsageLine, price_lines
+from eval_pipeline.sim.errors import SimAdminError, SimError, SimRequestError
+from eval_pipeline.sim.neutral import (
+    ConnectionDrop,
+    ErrorStatus,
+    Outcome,
+    RawBody,
+    Reply,
+    SimRequest,
+    WireFormat,
+)
+from eval_pipeline.sim.profiles import Profile, build_profiles, discover_profiles
+from eval_pipeline.sim.tokens import fit_reply, input_tokens
+from eval_pipeline.sim.wire_common import ParsedRequest
+
+LISTENING_PREFIX = "SIM LISTENING "
+SEED_HEADER = b"x-evalp-seed"
+_RAW_SEND = "evalp.raw_send"
+_JSON = b"application/json"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How one server process behaves."""
+
+    seed: int = 0
+    latency_ms: float = 0.0
+    profile_options: Mapping[str, Any] | None = None
+    plugins: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class Plan:
+    """What to send for one model request (``drop``: close the connection instead)."""
+
+    status: int = 200
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    drop: bool = False
+
+
+class SimState:
+    """Profiles, counters, occurrence memory, clock and usage lines of one server process."""
+
+    def __init__(self, config: SimConfig) -> None:
+        discover_profiles(config.plugins)
+        self.config = config
+        self.seed = config.seed
+        self.latency_s = max(0.0, config.latency_ms) / 1000.0
+        self.profiles: dict[str, Profile] = build_profiles(config.seed, config.profile_options)
+        self.clock: date | None = None
+        self._run = secrets.token_hex(4)
+        self._next_id = 0
+        self.request_count = 0
+        self.outcomes: Counter[str] = Counter()
+        self.occurrences: dict[str, int] = {}
+        self.usage: list[tuple[str, date, str, WireFormat, int, int]] = []
+
+    def reset(self) -> None:
+        self.request_count = 0
+        self.outcomes.clear()
+        self.occurrences.clear()
+        self.usage.clear()
+
+    def today(self) -> date:
+        return self.clock if self.clock is not None else datetime.now(UTC).date()
+
+    def usage_lines(self) -> list[SimUsageLine]:
+        return [
+            SimUsageLine(
+                request_id=rid,
+                day=day,
+                model=model,
+                wire_format=wire,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+            )
+            for rid, day, model, wire, tokens_in, tokens_out in self.usage
+        ]
+
+    def _new_id(self) -> str:
+        self._next_id += 1
+        return f"sim{self._run}{self._next_id:08d}"
+
+    def handle(self, wire: WireFormat, body: bytes, seed_header: bytes | None) -> Plan:
+        """Decide and render the response to one model request."""
+        self.request_count += 1
+        token = self._new_id()
+        try:
+            outcome, request = self._decide(wire, body, seed_header)
+        except SimRequestError as exc:
+            outcome, request = ErrorStatus(status=400, message=str(exc)), None
+        kind = type(outcome).__name__
+        self.outcomes[kind] += 1
+        if isinstance(outcome, Reply) and request is not None:
+            return self._render_reply(wire, outcome, request, token)
+        if isinstance(outcome, ErrorStatus):
+            return self._render_error(wire, outcome, token)
+        if isinstance(outcome, RawBody):
+            return Plan(
+                status=outcome.status,
+                headers=[
+                    (b"content-type", outcome.content_type.encode("latin-1")),
+                    (b"content-length", str(len(outcome.body)).encode()),
+                    *_request_id_header(wire, token),
+                ],
+                body=outcome.body,
+            )
+        if isinstance(outcome, ConnectionDrop):
+            return Plan(drop=True)
+        raise SimError(f"a profile returned {outcome!r}, which is not an outcome")
+
+    def _decide(
+        self, wire: WireFormat, body: bytes, seed_header: bytes | None
+    ) -> tuple[Outcome, SimRequest | None]:
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise SimRequestError(f"the request body is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SimRequestError("the request body must be a JSON object")
+        model = data.get("model")
+        if not isinstance(model, str) or not model:
+            raise SimRequestError("'model' must be a non-empty string")
+        name, colon, variant_text = model.partition(":")
+        variant = variant_text if colon else None
+        profile = self.profiles.get(name)
+        if profile is None or not profile.accepts_variant(variant):
+            return _unknown_model(wire, model), None
+        parsed: ParsedRequest = (wire_openai if wire == "openai" else wire_anthropic).parse(data)
+        header_seed: int | None = None
+        if seed_header is not None:
+            try:
+                header_seed = int(seed_header)
+            except ValueError as exc:
+                raise SimRequestError("header x-evalp-seed must be an integer") from exc
+        replicate_seed = parsed.seed if parsed.seed is not None else header_seed
+        hasher = hashlib.blake2b(wire.encode(), digest_size=16)
+        hasher.update(b"\0" + (seed_header or b"") + b"\0")
+        hasher.update(body)
+        digest = hasher.hexdigest()
+        occurrence = self.occurrences.get(digest, 0)
+        self.occurrences[digest] = occurrence + 1
+        request = SimRequest(
+            wire_format=wire,
+            model=model,
+            profile=name,
+            variant=variant,
+            system=parsed.system,
+            messages=parsed.messages,
+            tools=parsed.tools,
+            tool_choice=parsed.tool_choice,
+            max_tokens=parsed.max_tokens,
+            temperature=parsed.temperature,
+            replicate_seed=replicate_seed,
+            occurrence=occurrence,
+            server_seed=self.seed,
+            body_digest=digest,
+        )
+        try:
+            outcome = profile.respond(request)
+        except Exception as exc:  # noqa: BLE001 - a profile bug becomes a 500, reported
+            print(f"sim: profile {name!r} failed: {exc!r}", file=sys.stderr, flush=True)
+            outcome = ErrorStatus(status=500, message=f"profile {name!r} failed")
+        return outcome, request
+
+    def _render_reply(
+        self, wire: WireFormat, reply: Reply, request: SimRequest, token: str
+    ) -> Plan:
+        reply, tokens_out = fit_reply(reply, request.max_tokens)
+        tokens_in = input_tokens(request)
+        call_ids = [
+            call.id or _tool_call_id(wire, request.body_digest, i)
+            for i, call in enumerate(reply.tool_calls)
+        ]
+        if wire == "openai":
+            response_id = "chatcmpl-" + token
+            body = wire_openai.render_reply(
+                reply,
+                response_id=response_id,
+                created=int(time.time()),
+                model=request.model,
+                tool_call_ids=call_ids,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+            )
+        else:
+            response_id = "msg_" + token
+            body = wire_anthropic.render_reply(
+                reply,
+                response_id=response_id,
+                model=request.model,
+                tool_call_ids=call_ids,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+            )
+        self.usage.append((response_id, self.today(), request.model, wire, tokens_in, tokens_out))
+        return Plan(
+            headers=[
+                (b"content-type", _JSON),
+                (b"content-length", str(len(body)).encode()),
+                *_request_id_header(wire, "req_" + token),
+            ],
+            body=body,
+        )
+
+    @staticmethod
+    def _render_error(wire: WireFormat, error: ErrorStatus, token: str) -> Plan:
+        request_id = "req_" + token
+        if wire == "openai":
+            body = wire_openai.render_error(error)
+        else:
+            body = wire_anthropic.render_error(error, request_id)
+        headers = [
+            (b"content-type", _JSON),
+            (b"content-length", str(len(body)).encode()),
+            *_request_id_header(wire, request_id),
+        ]
+        if error.retry_after_s is not None:
+            headers.append((b"retry-after", str(error.retry_after_s).encode()))
+        if error.retry_after_ms is not None:
+            headers.append((b"retry-after-ms", str(error.retry_after_ms).encode()))
+        headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers)
+        return Plan(status=error.status, headers=headers, body=body)
+
+
+def _request_id_header(wire: WireFormat, request_id: str) -> tuple[tuple[bytes, bytes]]:
+    name = b"x-request-id" if wire == "openai" else b"request-id"
+    return ((name, request_id.encode()),)
+
+
+def _tool_call_id(wire: WireFormat, digest: str, index: int) -> str:
+    suffix = hashlib.blake2b(f"{digest}:{index}".encode(), digest_size=12).hexdigest()
+    return ("call_" if wire == "openai" else "toolu_") + suffix
+
+
+def _unknown_model(wire: WireFormat, model: str) -> ErrorStatus:
+    if wire == "openai":
+        message = f"The model `{model}` does not exist or you do not have access to it."
+    else:
+        message = f"model: {model}"
+    return ErrorStatus(status=404, message=message)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        return body
+    chunks = [body]
+    while message.get("more_body", False):
+        message = await receive()
+        chunks.append(message.get("body", b""))
+    return b"".join(chunks)
+
+
+async def _drop_connection(scope: Scope, receive: Receive) -> None:
+    """Close the TCP connection under this request without writing a response."""
+    raw_send = scope.get(_RAW_SEND)
+    cycle = getattr(raw_send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    close = getattr(transport, "close", None)
+    if not callable(close):
+        raise SimError("cannot drop the connection: the server does not expose its transport")
+    close()
+    # Wait for uvicorn to see the disconnect, so it does not try to answer with a 500.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(receive(), timeout=1.0)
+
+
+class ModelEndpoint:
+    """ASGI endpoint of one wire format."""
+
+    def __init__(self, state: SimState, wire: WireFormat) -> None:
+        self.state = state
+        self.wire: WireFormat = wire
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        seed_header: bytes | None = None
+        for name, value in scope["headers"]:
+            if name == SEED_HEADER:
+                seed_header = value
+                break
+        plan = self.state.handle(self.wire, body, seed_header)
+        if self.state.latency_s > 0:
+            await asyncio.sleep(self.state.latency_s)
+        if plan.drop:
+            await _drop_connection(scope, receive)
+            return
+        await send({"type": "http.response.start", "status": plan.status, "headers": plan.headers})
+        await send({"type": "http.response.body", "body": plan.body})
+
+
+class _KeepRawSend:
+    """Outermost ASGI layer: keeps uvicorn's own ``send`` in the scope (to reach the
+    transport for a connection drop), since Starlette's middleware wraps it."""
+
+    def __init__(self, app: Starlette, state: SimState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[_RAW_SEND] = send
+        await self.app(scope, receive, send)
+
+
+def build_app(config: SimConfig) -> _KeepRawSend:
+    """The ASGI application of one simulated provider."""
+    state = SimState(config)
+
+    async def health(_: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "seed": state.seed,
+                "latency_ms": state.latency_s * 1000.0,
+                "profiles": sorted(state.profiles),
+                "request_count": state.request_count,
+                "clock": state.clock.isoformat() if state.clock else None,
+            }
+        )
+
+    async def counters(_: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "request_count": state.request_count,
+                "outcomes": dict(state.outcomes),
+                "billed": len(state.usage),
+            }
+        )
+
+    async def usage(_: Request) -> JSONResponse:
+        return JSONResponse(
+            {"lines": [line.model_dump(mode="json") for line in state.usage_lines()]}
+        )
+
+    async def bill(_: Request) -> JSONResponse:
+        try:
+            lines = price_lines(state.usage_lines())
+        except SimAdminError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=500)
+        return JSONResponse({"lines": [line.model_dump(mode="json") for line in lines]})
+
+    async def reset(_: Request) -> JSONResponse:
+        state.reset()
+        return JSONResponse({"status": "ok"})
+
+    async def clock(request: Request) -> JSONResponse:
+        try:
+            payload = await request.json()
+            raw = payload["date"]
+            day = None if raw is None else date.fromisoformat(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse(
+                {"error": f'expected {{"date": "YYYY-MM-DD" | null}}: {exc}'}, status_code=400
+            )
+        state.clock = day
+        return JSONResponse({"date": day.isoformat() if day else None})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", ModelEndpoint(state, "openai"), methods=["POST"]),
+            Route("/v1/messages", ModelEndpoint(state, "anthropic"), methods=["POST"]),
+            Route("/_sim/health", health, methods=["GET"]),
+            Route("/_sim/counters", counters, methods=["GET"]),
+            Route("/_sim/usage", usage, methods=["GET"]),
+            Route("/_sim/bill", bill, methods=["GET"]),
+            Route("/_sim/reset", reset, methods=["POST"]),
+            Route("/_sim/clock", clock, methods=["POST"]),
+        ]
+    )
+    app.state.sim = state
+    return _KeepRawSend(app, state)
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:
+            self._on_ready()
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    seed: int = 0,
+    latency_ms: float = 0.0,
+    profile_options: Mapping[str, Any] | None = None,
+    *,
+    plugins: Sequence[str] = (),
+    ready_stream: TextIO | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; print ``SIM LISTENING <url>`` once ready.
+
+    ``port=0`` picks a free port (the printed URL has the real one). Profile errors
+    (unknown plugin, invalid options) raise before anything listens.
+    """
+    app = build_app(
+        SimConfig(
+            seed=seed, latency_ms=latency_ms, profile_options=profile_options, plugins=plugins
+        )
+    )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = int(sock.getsockname()[1])
+    stream = ready_stream if ready_stream is not None else sys.stdout
+    loop: Literal["uvloop", "asyncio"] = "uvloop"
+    config = uvicorn.Config(
+        app,
+        loop=loop,
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=2,
+        backlog=4096,
+    )
+
+    def announce() -> None:
+        print(LISTENING_PREFIX + _url(host, bound_port), file=stream, flush=True)
+
+    _Server(config, announce).run(sockets=[sock])
