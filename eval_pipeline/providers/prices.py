@@ -25,7 +25,11 @@ from pydantic import BeforeValidator, Field, model_validator
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.providers.errors import UncoveredDatePriceError, UnknownModelPriceError
+from eval_pipeline.providers.errors import (
+    PriceError,
+    UncoveredDatePriceError,
+    UnknownModelPriceError,
+)
 from eval_pipeline.records import FrozenRecord
 
 DEFAULT_PRICES_PATH = CONFIGS_DIR / "prices.yaml"
@@ -93,7 +97,7 @@ class PriceTier(FrozenRecord):
 class ModelPrices(FrozenRecord):
     """A model's tiers. `variants` lets `name:variant` model names share these prices."""
 
-    kind: Literal["simulated", "real"]
+    kind: Literal["simulated", "real", "local"]
     note: str | None = None
     variants: bool = False
     tiers: tuple[PriceTier, ...] = Field(min_length=1)
@@ -118,6 +122,8 @@ class PriceQuote(FrozenRecord):
     tier_id: str
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     input_usd_per_mtok: Decimal
     output_usd_per_mtok: Decimal
     cost_usd: Decimal
@@ -152,22 +158,49 @@ class PriceBook(FrozenRecord):
             model, day, [tier.describe() for tier in prices.tiers], self.source
         )
 
-    def quote(self, model: str, day: date, input_tokens: int, output_tokens: int) -> PriceQuote:
-        """Exact cost of `input_tokens` and `output_tokens` of `model` on `day`."""
-        if input_tokens < 0 or output_tokens < 0:
+    def quote(
+        self,
+        model: str,
+        day: date,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> PriceQuote:
+        """Exact cost of the tokens of `model` on `day`, with the tier that priced them.
+
+        Cache tokens are optional kinds: pricing any of them under a tier that has no
+        price for that kind raises, like any other missing price.
+        """
+        counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+        if min(counts) < 0:
             raise ValueError("token counts cannot be negative")
         tier = self.tier(model, day)
         rates = tier.usd_per_mtok
-        cost = (input_tokens * rates.input + output_tokens * rates.output) / TOKENS_PER_PRICE_UNIT
+        total = input_tokens * rates.input + output_tokens * rates.output
+        for kind, tokens, rate in (
+            ("cache_read", cache_read_tokens, rates.cache_read),
+            ("cache_write", cache_write_tokens, rates.cache_write),
+        ):
+            if tokens:
+                if rate is None:
+                    raise PriceError(
+                        f"tier {tier.id} of model {model!r} has no {kind} price "
+                        f"({tokens} {kind} tokens on {day.isoformat()}) in {self.source}"
+                    )
+                total += tokens * rate
         return PriceQuote(
             model=model,
             day=day,
             tier_id=tier.id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
             input_usd_per_mtok=rates.input,
             output_usd_per_mtok=rates.output,
-            cost_usd=cost,
+            cost_usd=total / TOKENS_PER_PRICE_UNIT,
         )
 
 

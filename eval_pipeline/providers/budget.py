@@ -1,0 +1,97 @@
+"""Budget reservations: a cap that holds under concurrency.
+
+A gate that counts only landed spend cannot see the calls in flight, so with many calls
+running it lets them all through and the run overshoots its cap by up to the whole
+in-flight cost. Here every call reserves its worst-case cost before it is sent; the gate
+compares reserved + landed (+ the new reservation) with the cap; when the call lands its
+reservation is released to the actual cost. Because the actual cost never exceeds the
+worst case, landed spend can never exceed the cap.
+
+Worst case: input tokens bounded by the UTF-8 byte length of the serialized request
+(each token of a byte-level tokenizer covers at least one byte; provider-side additions
+not in the bytes — chat template, tool-use system prompt — come from the model config's
+`input_token_overhead`) plus `max_tokens` output tokens, at the tier's prices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from decimal import Decimal
+from typing import Any
+
+from eval_pipeline.providers.errors import BudgetStoppedError
+from eval_pipeline.records import FrozenRecord
+
+
+def worst_case_input_tokens(wire_body: dict[str, Any], overhead: int = 0) -> int:
+    """An upper bound on input tokens: UTF-8 bytes of the serialized request plus overhead."""
+    text = json.dumps(wire_body, ensure_ascii=False, separators=(",", ":"))
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    return size + overhead
+
+
+class Reservation(FrozenRecord):
+    """Money set aside for one call in flight."""
+
+    id: int
+    amount_usd: Decimal
+
+
+class BudgetState(FrozenRecord):
+    """A snapshot of the gate."""
+
+    cap_usd: Decimal
+    reserved_usd: Decimal
+    landed_usd: Decimal
+    in_flight: int
+    refused: int
+
+
+class BudgetGate:
+    """Reserve-before-send budget gate; thread-safe, and atomic within an event loop."""
+
+    def __init__(self, cap_usd: Decimal) -> None:
+        if cap_usd < 0:
+            raise ValueError("a budget cap cannot be negative")
+        self.cap_usd = cap_usd
+        self._lock = threading.Lock()
+        self._reserved: dict[int, Decimal] = {}
+        self._reserved_total = Decimal(0)
+        self._landed = Decimal(0)
+        self._refused = 0
+        self._ids = itertools.count(1)
+
+    def reserve(self, amount_usd: Decimal, what: str = "call") -> Reservation:
+        """Set `amount_usd` aside, or raise BudgetStoppedError if it would cross the cap."""
+        with self._lock:
+            committed = self._reserved_total + self._landed
+            if committed + amount_usd > self.cap_usd:
+                self._refused += 1
+                raise BudgetStoppedError(
+                    f"budget stop for {what}: worst case ${amount_usd} on top of "
+                    f"${self._landed} landed and ${self._reserved_total} reserved "
+                    f"would cross the cap of ${self.cap_usd}"
+                )
+            reservation = Reservation(id=next(self._ids), amount_usd=amount_usd)
+            self._reserved[reservation.id] = amount_usd
+            self._reserved_total += amount_usd
+            return reservation
+
+    def settle(self, reservation: Reservation, actual_usd: Decimal) -> None:
+        """Release the reservation to the actual cost of the call that landed (0 if unbilled)."""
+        with self._lock:
+            amount = self._reserved.pop(reservation.id)
+            self._reserved_total -= amount
+            self._landed += actual_usd
+
+    def state(self) -> BudgetState:
+        with self._lock:
+            return BudgetState(
+                cap_usd=self.cap_usd,
+                reserved_usd=self._reserved_total,
+                landed_usd=self._landed,
+                in_flight=len(self._reserved),
+                refused=self._refused,
+            )

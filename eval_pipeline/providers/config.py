@@ -1,0 +1,140 @@
+"""Model configs (`configs/models/*.yaml`), validated by pydantic.
+
+A config names the wire API, the provider, the wire model, the price-book entry and the
+*name* of the environment variable that holds the key — never a key. Everything that
+does not change the answer (timeouts, retries, in-flight limit, base URL) lives here too
+and is kept out of the response cache key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from eval_pipeline.config import load_yaml_config
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.providers.errors import MissingApiKeyError
+from eval_pipeline.records import FrozenRecord
+
+MODELS_DIR = CONFIGS_DIR / "models"
+NO_KEY_PLACEHOLDER = "no-key-configured"
+"""Sent to keyless OpenAI-compatible servers (the SDK requires a non-empty string)."""
+
+Api = Literal["anthropic_messages", "openai_chat", "openai_compatible"]
+
+
+class RetryPolicy(FrozenRecord):
+    """Exponential backoff with jitter, honouring Retry-After, bounded in count and time.
+
+    Attempt n (n >= 1) that failed with a retryable cause waits
+    `max(retry_after, min(max_delay_s, base_delay_s * multiplier**(n-1)) * U(1-jitter, 1))`;
+    no retry starts once `max_total_s` since the first attempt would be passed.
+    """
+
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    base_delay_s: float = Field(default=0.5, ge=0)
+    multiplier: float = Field(default=2.0, ge=1)
+    max_delay_s: float = Field(default=30.0, ge=0)
+    max_total_s: float = Field(default=120.0, gt=0)
+    jitter: float = Field(default=0.5, ge=0, le=1)
+
+
+class ModelConfig(FrozenRecord):
+    """One model as the pipeline calls it."""
+
+    name: str = Field(min_length=1, description="config name; a model partition key")
+    api: Api
+    provider: str = Field(
+        min_length=1,
+        description="provider identity (e.g. anthropic, openai, vllm-local, simulated); "
+        "part of the cache key, unlike the base URL",
+    )
+    model: str = Field(min_length=1, description="model name sent on the wire")
+    price_model: str | None = Field(
+        default=None, description="entry in configs/prices.yaml; default: `model`"
+    )
+    base_url: str | None = None
+    base_url_env: str | None = Field(
+        default=None, description="environment variable holding the base URL"
+    )
+    api_key_env: str | None = Field(
+        default=None, description="name of the environment variable holding the key"
+    )
+    seed_header: str | None = Field(
+        default=None,
+        description="header that carries the replicate seed (the simulated provider's "
+        "`x-evalp-seed`), for wire formats without a seed field",
+    )
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    max_in_flight: int = Field(default=16, ge=1, le=1024)
+    timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    input_token_overhead: int = Field(
+        default=0,
+        ge=0,
+        description="tokens a provider adds that are not in the request bytes (e.g. a "
+        "tool-use system prompt); added to the worst-case input bound",
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _keys_for_hosted_apis(self) -> ModelConfig:
+        if self.api in ("anthropic_messages", "openai_chat") and not self.api_key_env:
+            raise ValueError(f"api {self.api} needs api_key_env (the variable's name)")
+        if self.api_key_env and self.api_key_env.startswith(("sk-", "sk_")):
+            raise ValueError("api_key_env names an environment variable; never put a key here")
+        return self
+
+    @property
+    def priced_as(self) -> str:
+        """The model name looked up in the price book."""
+        return self.price_model or self.model
+
+    def resolve_base_url(self, override: str | None = None) -> str | None:
+        """`override`, else the env variable named by `base_url_env`, else `base_url`."""
+        if override:
+            return override
+        if self.base_url_env:
+            value = os.environ.get(self.base_url_env)
+            if not value:
+                raise ConfigError(
+                    f"model {self.name}: environment variable {self.base_url_env} "
+                    "(base_url_env) is not set"
+                )
+            return value
+        if self.api == "openai_compatible" and not self.base_url:
+            raise ConfigError(f"model {self.name}: openai_compatible needs base_url")
+        return self.base_url
+
+    def resolve_api_key(self) -> str:
+        """The key from the environment variable the config names; never from a file."""
+        if not self.api_key_env:
+            return NO_KEY_PLACEHOLDER
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise MissingApiKeyError(
+                f"model {self.name}: environment variable {self.api_key_env} is not set"
+            )
+        return value
+
+
+def load_model_config(path: Path) -> ModelConfig:
+    """One model config file, validated; errors name the file and field."""
+    return load_yaml_config(ModelConfig, path)
+
+
+def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
+    """Every `*.yaml` under `configs/models/` by config name; duplicate names are an error."""
+    root = directory or MODELS_DIR
+    configs: dict[str, ModelConfig] = {}
+    for path in sorted(root.glob("*.yaml")):
+        config = load_model_config(path)
+        if config.name in configs:
+            raise ConfigError(f"model config name {config.name!r} is used twice (in {path})")
+        configs[config.name] = config
+    return configs

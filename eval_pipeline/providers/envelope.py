@@ -1,0 +1,152 @@
+"""Call envelopes: one record per attempt, success or failure, written as it lands.
+
+The journal is a JSON-lines file per run, opened for append and flushed after every line,
+so a crash loses nothing that landed; it is loaded into the warehouse table
+`runs.call_envelopes` in batches (see :mod:`eval_pipeline.providers.warehouse`), which
+keeps the hot path free of the single-writer DuckDB file. The raw response body is kept
+so that any run can be re-graded without calling a model; request headers are never kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Literal
+
+from pydantic import ValidationError
+
+from eval_pipeline.providers.errors import JournalError
+from eval_pipeline.providers.labels import CallStatus, DropCause, FailureCause, Label
+from eval_pipeline.providers.types import ModelRequest, ModelResponse
+from eval_pipeline.records import FrozenRecord
+
+CacheStatus = Literal["off", "miss", "hit"]
+
+VOLATILE_FIELDS: frozenset[str] = frozenset(
+    {"run_id", "envelope_id", "started_at", "elapsed_ms", "cache_status"}
+)
+"""Fields that differ between a recorded run and its replay: identity, timing, provenance."""
+
+
+class CallEnvelope(FrozenRecord):
+    """One attempt of one model call, as recorded."""
+
+    envelope_id: str
+    run_id: str
+    call_id: str
+    attempt: int
+    final: bool
+    request_hash: str
+    lane: str
+    case_id: str
+    turn: int
+    seed: int | None
+    replicate: int
+    model: str
+    provider: str
+    api: str
+    wire_model: str
+    started_at: datetime
+    call_day: date
+    elapsed_ms: float
+    status: CallStatus
+    http_status: int | None
+    failure_cause: FailureCause | None
+    failure_detail: str | None
+    retry_after_ms: int | None
+    backoff_ms: float | None
+    finish_reason: str | None
+    stop_kind: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    price_model: str
+    price_tier: str | None
+    cost_usd: Decimal | None
+    reserved_usd: Decimal | None
+    label: Label | None
+    label_reason: str | None
+    drop_cause: DropCause | None
+    answer: str | None
+    cache_status: CacheStatus
+    request_json: str
+    response_body: str | None
+    response_json: str | None
+
+    def request(self) -> ModelRequest:
+        """The request as sent, rebuilt from the stored JSON (to re-run or re-grade)."""
+        return ModelRequest.model_validate_json(self.request_json)
+
+    def response(self) -> ModelResponse | None:
+        """The response as read, rebuilt from the stored JSON."""
+        if self.response_json is None:
+            return None
+        return ModelResponse.model_validate_json(self.response_json)
+
+    def stable_view(self) -> dict[str, object]:
+        """The envelope without its volatile fields, for comparing a run with its replay."""
+        return self.model_dump(exclude=set(VOLATILE_FIELDS))
+
+
+class EnvelopeJournal:
+    """Append-only JSON-lines journal; each envelope is flushed to the OS as it lands.
+
+    `fsync=True` also forces each line to the disk (survives power loss, costs ~ms a line).
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = False) -> None:
+        self.path = path
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self.written = 0
+
+    def append(self, envelope: CallEnvelope) -> None:
+        line = envelope.model_dump_json() + "\n"
+        with self._lock:
+            if self._file is None:
+                raise JournalError(f"journal {self.path} is closed")
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            self.written += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> EnvelopeJournal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def read_journal(path: Path) -> Iterator[CallEnvelope]:
+    """Envelopes of a journal in write order. A torn last line (crash mid-write) is skipped."""
+    with path.open(encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield CallEnvelope.model_validate_json(line)
+        except ValidationError as error:
+            torn_tail = number == len(lines) and not line.endswith("\n")
+            if torn_tail:
+                return
+            raise JournalError(f"{path}:{number}: not a call envelope: {error}") from error
+
+
+def envelope_row(envelope: CallEnvelope) -> dict[str, object]:
+    """The envelope as a flat JSON-compatible row (decimals as strings)."""
+    row: dict[str, object] = json.loads(envelope.model_dump_json())
+    return row

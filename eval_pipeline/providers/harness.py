@@ -1,0 +1,597 @@
+"""The one model interface: `await client.call(request, tag)` -> a typed result + envelopes.
+
+A :class:`CallSession` is one run's worth of calls: it owns the envelope journal, the
+response cache, the budget gate, the price book, the per-provider limits on calls in
+flight and the progress bar. `session.client(config)` gives a :class:`ModelClient` for
+one model config. Each call:
+
+1. hashes everything that changes the answer (the cache key, recorded as request hash);
+2. serves a cache hit (record/replay mode), or raises on a replay miss, without network;
+3. otherwise, per attempt: waits for a provider slot, prices the worst case and reserves
+   it against the budget (refusal: the call is budget-stopped, †), sends through the SDK,
+   prices the actual usage with the tier of the day, releases the reservation to it;
+4. labels the outcome, writes the attempt's envelope to the journal as it lands, and
+   retries connect errors, timeouts, 429 and 5xx with backoff that honours Retry-After,
+   bounded in count and time — what still fails is an infrastructure error (‡);
+5. stores a landed reply in the cache (never an infrastructure or harness error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from eval_pipeline.providers.budget import BudgetGate, worst_case_input_tokens
+from eval_pipeline.providers.cache import (
+    KEY_VERSION,
+    CachedReply,
+    CacheMode,
+    ResponseCache,
+    canonical_json,
+    key_of,
+    slot_of,
+)
+from eval_pipeline.providers.config import ModelConfig, RetryPolicy
+from eval_pipeline.providers.envelope import CacheStatus, CallEnvelope, EnvelopeJournal
+from eval_pipeline.providers.errors import (
+    BudgetStoppedError,
+    ProviderError,
+    ReplayMissError,
+)
+from eval_pipeline.providers.labels import (
+    STATUS_MARKS,
+    CallStatus,
+    Grader,
+    LabelResult,
+    LabelSummary,
+    classify,
+    summarize,
+)
+from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_book
+from eval_pipeline.providers.redact import Redactor
+from eval_pipeline.providers.transport import AttemptOutcome, Transport, make_transport
+from eval_pipeline.providers.types import ModelRequest, ModelResponse
+from eval_pipeline.providers.warehouse import load_journal
+from eval_pipeline.records import FrozenRecord
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_CAUSES = frozenset({"connect", "timeout", "429", "5xx"})
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class CallTag(FrozenRecord):
+    """Where a call belongs: lane, case and turn of the conversation."""
+
+    lane: str
+    case_id: str
+    turn: int = 0
+
+
+class CallResult(FrozenRecord):
+    """A call's outcome: the reply (if any), its label and every attempt's envelope."""
+
+    call_id: str
+    status: CallStatus
+    response: ModelResponse | None
+    label: LabelResult
+    envelopes: tuple[CallEnvelope, ...]
+
+    @property
+    def final(self) -> CallEnvelope:
+        return self.envelopes[-1]
+
+    @property
+    def mark(self) -> str:
+        """`‡` infrastructure error, `†` budget-stopped, `` otherwise: never a zero."""
+        return STATUS_MARKS.get(self.status, "")
+
+    @property
+    def retries(self) -> int:
+        return sum(1 for envelope in self.envelopes if envelope.status == "retried")
+
+
+def backoff_delay_s(
+    policy: RetryPolicy, attempt: int, retry_after_ms: int | None, rng: random.Random
+) -> float:
+    """Delay before the attempt after `attempt`: jittered exponential, at least Retry-After."""
+    ceiling = min(policy.max_delay_s, policy.base_delay_s * policy.multiplier ** (attempt - 1))
+    jittered = ceiling * (1 - policy.jitter * rng.random())
+    asked = (retry_after_ms or 0) / 1000
+    return max(jittered, asked)
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
+    """Everything that changes the answer, and nothing that does not."""
+    return {
+        "v": KEY_VERSION,
+        "provider": config.provider,
+        "api": config.api,
+        "model": config.model,
+        "request": request.model_dump(mode="json"),
+    }
+
+
+class _Envelopes:
+    """Builds the envelopes of one call (shared fields filled once)."""
+
+    def __init__(
+        self,
+        session: CallSession,
+        config: ModelConfig,
+        request: ModelRequest,
+        tag: CallTag,
+        call_id: str,
+        request_hash: str,
+        request_json: str,
+    ) -> None:
+        self.common: dict[str, Any] = {
+            "run_id": session.run_id,
+            "call_id": call_id,
+            "request_hash": request_hash,
+            "lane": tag.lane,
+            "case_id": tag.case_id,
+            "turn": tag.turn,
+            "seed": request.seed,
+            "replicate": request.replicate,
+            "model": config.name,
+            "provider": config.provider,
+            "api": config.api,
+            "wire_model": config.model,
+            "price_model": config.priced_as,
+            "request_json": request_json,
+        }
+        self.run_id = session.run_id
+        self.call_id = call_id
+
+    def build(self, attempt: int, **fields: Any) -> CallEnvelope:
+        return CallEnvelope(
+            envelope_id=f"{self.run_id}/{self.call_id}/{attempt}",
+            attempt=attempt,
+            **self.common,
+            **fields,
+        )
+
+
+class ModelClient:
+    """Calls one configured model inside a session."""
+
+    def __init__(self, session: CallSession, config: ModelConfig, transport: Transport) -> None:
+        self.session = session
+        self.config = config
+        self.transport = transport
+
+    async def call(
+        self,
+        request: ModelRequest,
+        tag: CallTag,
+        grader: Grader | None = None,
+        *,
+        first_attempt: int = 1,
+        call_id: str | None = None,
+    ) -> CallResult:
+        """Send `request` (or serve it from the cache) and record every attempt.
+
+        Raises ReplayMissError in replay mode when the request is not cached, and
+        PriceError when the model or the day has no price. Infrastructure errors,
+        harness errors and budget stops are results (with their status), not exceptions.
+        """
+        session = self.session
+        material = cache_material(self.config, request)
+        request_hash = key_of(material)
+        request_json = session.redact(request.model_dump_json())
+        call_id = call_id or session.next_call_id(self.config.name, tag, request_hash)
+        build = _Envelopes(session, self.config, request, tag, call_id, request_hash, request_json)
+
+        cache_status: CacheStatus = "off"
+        if session.cache is not None and session.cache_mode != "off":
+            slot = slot_of(self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn)
+            lookup = session.cache.lookup(request_hash, material, slot)
+            if lookup.entry is not None:
+                return session.finish(self._from_cache(lookup.entry, request, build, grader))
+            if session.cache_mode == "replay":
+                raise ReplayMissError(request_hash, lookup.reason)
+            cache_status = "miss"
+
+        envelopes: list[CallEnvelope] = []
+        started = time.monotonic()
+        attempt = first_attempt
+        while True:
+            envelope, outcome, response = await self._attempt(
+                request, tag, build, attempt, cache_status, grader, started
+            )
+            envelopes.append(envelope)
+            session.record(envelope)
+            if envelope.status == "retried":
+                await session.sleep(float(envelope.backoff_ms or 0) / 1000)
+                attempt += 1
+                continue
+            break
+        final = envelopes[-1]
+        if (
+            final.status == "ok"
+            and outcome is not None
+            and session.cache is not None
+            and session.cache_mode == "record"
+        ):
+            session.cache.store(
+                CachedReply(
+                    key=request_hash,
+                    material=material,
+                    slot=slot_of(
+                        self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn
+                    ),
+                    http_status=final.http_status or 200,
+                    response_body=final.response_body or "",
+                    response_json=final.response_json or "{}",
+                    finish_reason=final.finish_reason,
+                    stop_kind=final.stop_kind,
+                    input_tokens=final.input_tokens,
+                    output_tokens=final.output_tokens,
+                    price_tier=final.price_tier,
+                    cost_usd=final.cost_usd,
+                    reserved_usd=final.reserved_usd,
+                    call_day=final.call_day,
+                    attempt=final.attempt,
+                )
+            )
+        label = LabelResult(
+            label=final.label,
+            reason=final.label_reason or "",
+            drop_cause=final.drop_cause,
+            answer=final.answer,
+        )
+        return session.finish(
+            CallResult(
+                call_id=call_id,
+                status=final.status,
+                response=response,
+                label=label,
+                envelopes=tuple(envelopes),
+            )
+        )
+
+    async def _attempt(
+        self,
+        request: ModelRequest,
+        tag: CallTag,
+        build: _Envelopes,
+        attempt: int,
+        cache_status: CacheStatus,
+        grader: Grader | None,
+        call_started: float,
+    ) -> tuple[CallEnvelope, AttemptOutcome | None, ModelResponse | None]:
+        session = self.session
+        config = self.config
+        async with session.slot(config):
+            day = session.clock()
+            started_at = datetime.now(UTC).replace(tzinfo=None)
+            wire = self.transport.wire_body(request)
+            bound = worst_case_input_tokens(wire, config.input_token_overhead)
+            worst = session.price_book.quote(config.priced_as, day, bound, request.max_tokens)
+            reservation = None
+            if session.budget is not None:
+                try:
+                    reservation = session.budget.reserve(
+                        worst.cost_usd, f"{tag.lane}/{tag.case_id}/turn {tag.turn}"
+                    )
+                except BudgetStoppedError as stop:
+                    envelope = build.build(
+                        attempt,
+                        final=True,
+                        started_at=started_at,
+                        call_day=day,
+                        elapsed_ms=0.0,
+                        status="budget_stopped",
+                        http_status=None,
+                        failure_cause="budget",
+                        failure_detail=str(stop),
+                        retry_after_ms=None,
+                        backoff_ms=None,
+                        finish_reason=None,
+                        stop_kind=None,
+                        input_tokens=None,
+                        output_tokens=None,
+                        price_tier=worst.tier_id,
+                        cost_usd=None,
+                        reserved_usd=worst.cost_usd,
+                        label=None,
+                        label_reason="budget_stopped",
+                        drop_cause=None,
+                        answer=None,
+                        cache_status=cache_status,
+                        response_body=None,
+                        response_json=None,
+                    )
+                    return envelope, None, None
+            clock_start = time.perf_counter()
+            try:
+                outcome = await self.transport.send(wire, request)
+            except BaseException:
+                if reservation is not None and session.budget is not None:
+                    session.budget.settle(reservation, worst.cost_usd)
+                raise
+            elapsed_ms = (time.perf_counter() - clock_start) * 1000
+            actual: PriceQuote | None = None
+            response = outcome.response
+            if outcome.cause is None and response is not None and response.usage is not None:
+                usage = response.usage
+                actual = session.price_book.quote(
+                    config.priced_as,
+                    day,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                )
+            if reservation is not None and session.budget is not None:
+                # A 200 without usage may still be billed: keep its worst case as spent.
+                landed = (
+                    actual.cost_usd
+                    if actual is not None
+                    else (worst.cost_usd if outcome.cause is None else Decimal(0))
+                )
+                session.budget.settle(reservation, landed)
+
+        status: CallStatus
+        backoff_ms: float | None = None
+        if outcome.cause is None:
+            status = "ok"
+        elif outcome.cause == "harness_4xx":
+            status = "harness_error"
+        else:
+            status = "infra_error"
+            delay = backoff_delay_s(config.retry, attempt, outcome.retry_after_ms, session.rng)
+            spent = time.monotonic() - call_started
+            if attempt < config.retry.max_attempts and spent + delay <= config.retry.max_total_s:
+                status = "retried"
+                backoff_ms = delay * 1000
+        if status == "retried":
+            label = LabelResult(label=None, reason=f"retried after {outcome.cause}")
+        else:
+            label = classify(
+                status, response, request.tools, failure_cause=outcome.cause, grader=grader
+            )
+        envelope = build.build(
+            attempt,
+            final=status != "retried",
+            started_at=started_at,
+            call_day=day,
+            elapsed_ms=elapsed_ms,
+            status=status,
+            http_status=outcome.http_status,
+            failure_cause=outcome.cause,
+            failure_detail=session.redact.optional(outcome.detail),
+            retry_after_ms=outcome.retry_after_ms,
+            backoff_ms=backoff_ms,
+            finish_reason=response.finish_reason if response else None,
+            stop_kind=response.stop_kind if response else None,
+            input_tokens=response.usage.input_tokens if response and response.usage else None,
+            output_tokens=response.usage.output_tokens if response and response.usage else None,
+            price_tier=actual.tier_id if actual else None,
+            cost_usd=actual.cost_usd if actual else None,
+            reserved_usd=worst.cost_usd,
+            label=label.label,
+            label_reason=label.reason,
+            drop_cause=label.drop_cause,
+            answer=label.answer,
+            cache_status=cache_status,
+            response_body=session.redact.optional(outcome.body),
+            response_json=session.redact(response.model_dump_json()) if response else None,
+        )
+        return envelope, outcome, response
+
+    def _from_cache(
+        self,
+        entry: CachedReply,
+        request: ModelRequest,
+        build: _Envelopes,
+        grader: Grader | None,
+    ) -> CallResult:
+        response = ModelResponse.model_validate_json(entry.response_json)
+        label = classify("ok", response, request.tools, grader=grader)
+        envelope = build.build(
+            entry.attempt,
+            final=True,
+            started_at=datetime.now(UTC).replace(tzinfo=None),
+            call_day=entry.call_day,
+            elapsed_ms=0.0,
+            status="ok",
+            http_status=entry.http_status,
+            failure_cause=None,
+            failure_detail=None,
+            retry_after_ms=None,
+            backoff_ms=None,
+            finish_reason=entry.finish_reason,
+            stop_kind=entry.stop_kind,
+            input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens,
+            price_tier=entry.price_tier,
+            cost_usd=entry.cost_usd,
+            reserved_usd=entry.reserved_usd,
+            label=label.label,
+            label_reason=label.reason,
+            drop_cause=None,
+            answer=label.answer,
+            cache_status="hit",
+            response_body=entry.response_body,
+            response_json=entry.response_json,
+        )
+        self.session.record(envelope)
+        return CallResult(
+            call_id=build.call_id,
+            status="ok",
+            response=response,
+            label=label,
+            envelopes=(envelope,),
+        )
+
+
+class CallSession:
+    """One run of model calls: journal, cache, budget, prices, limits, progress.
+
+    Use as `async with CallSession(...) as session:`; on exit the SDK clients and the
+    journal are closed and, when `warehouse` is given, the journal is loaded into
+    `runs.call_envelopes`.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        journal_path: Path,
+        price_book: PriceBook | None = None,
+        budget: BudgetGate | None = None,
+        cache: ResponseCache | None = None,
+        cache_mode: CacheMode = "off",
+        clock: Callable[[], date] = utc_today,
+        base_urls: Mapping[str, str] | None = None,
+        provider_limits: Mapping[str, int] | None = None,
+        warehouse: Path | duckdb.DuckDBPyConnection | None = None,
+        rng: random.Random | None = None,
+        sleep: Sleep = asyncio.sleep,
+        console: Console | None = None,
+        fsync: bool = False,
+    ) -> None:
+        if cache_mode != "off" and cache is None:
+            raise ProviderError(f"cache mode {cache_mode!r} needs a ResponseCache")
+        self.run_id = run_id
+        self.journal = EnvelopeJournal(journal_path, fsync=fsync)
+        self.price_book = price_book or load_price_book()
+        self.budget = budget
+        self.cache = cache
+        self.cache_mode: CacheMode = cache_mode
+        self.clock = clock
+        self.base_urls = dict(base_urls or {})
+        self.provider_limits = dict(provider_limits or {})
+        self.warehouse = warehouse
+        self.rng = rng or random.Random()
+        self.sleep = sleep
+        self.console = console
+        self.redact = Redactor()
+        self.envelopes: list[CallEnvelope] = []
+        self._clients: dict[str, ModelClient] = {}
+        self._configs: dict[str, ModelConfig] = {}
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._call_counts: dict[str, int] = {}
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.loaded_rows = 0
+
+    async def __aenter__(self) -> CallSession:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    def client(self, config: ModelConfig, base_url: str | None = None) -> ModelClient:
+        """The client for `config` (one per config name and session)."""
+        existing = self._clients.get(config.name)
+        if existing is not None:
+            return existing
+        api_key = config.resolve_api_key()
+        self.redact.add(api_key)
+        url = config.resolve_base_url(base_url or self.base_urls.get(config.name))
+        transport = make_transport(config, api_key, url)
+        client = ModelClient(self, config, transport)
+        self._clients[config.name] = client
+        self._configs[config.name] = config
+        return client
+
+    def slot(self, config: ModelConfig) -> asyncio.Semaphore:
+        """The provider's limit on calls in flight (shared by configs of one provider)."""
+        semaphore = self._slots.get(config.provider)
+        if semaphore is None:
+            limit = self.provider_limits.get(config.provider, config.max_in_flight)
+            semaphore = asyncio.Semaphore(limit)
+            self._slots[config.provider] = semaphore
+        return semaphore
+
+    def next_call_id(self, model: str, tag: CallTag, request_hash: str) -> str:
+        """Deterministic across runs: the same calls in a replay get the same ids."""
+        material = canonical_json([model, tag.lane, tag.case_id, tag.turn, request_hash])
+        base = hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
+        count = self._call_counts.get(base, 0)
+        self._call_counts[base] = count + 1
+        return base if count == 0 else f"{base}.{count}"
+
+    def record(self, envelope: CallEnvelope) -> None:
+        """Append an envelope to the journal (flushed) as soon as its attempt lands."""
+        self.journal.append(envelope)
+        self.envelopes.append(envelope)
+
+    def finish(self, result: CallResult) -> CallResult:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        return result
+
+    @contextmanager
+    def track(self, total: int, description: str) -> Iterator[None]:
+        """A progress bar on the console while `total` calls run (one per finished call)."""
+        console = self.console or Console(stderr=True)
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console, refresh_per_second=4) as progress:
+            self._progress = progress
+            self._task = progress.add_task(description, total=total)
+            try:
+                yield
+            finally:
+                self._progress = None
+                self._task = None
+
+    def summary(self) -> LabelSummary:
+        """Labels, yield and accuracy-on-yield over every envelope recorded so far."""
+        return summarize(self.envelopes)
+
+    async def rerun(self, envelope: CallEnvelope, grader: Grader | None = None) -> CallResult:
+        """Re-send a stored call (an infrastructure error, to heal it) under the same call id."""
+        client = self._clients.get(envelope.model)
+        if client is None:
+            raise ProviderError(
+                f"rerun of {envelope.call_id}: open a client for model {envelope.model} first"
+            )
+        return await client.call(
+            envelope.request(),
+            CallTag(lane=envelope.lane, case_id=envelope.case_id, turn=envelope.turn),
+            grader,
+            first_attempt=envelope.attempt + 1,
+            call_id=envelope.call_id,
+        )
+
+    async def aclose(self) -> None:
+        """Close SDK clients and the journal; load the journal into the warehouse if asked."""
+        for client in self._clients.values():
+            await client.transport.close()
+        self._clients.clear()
+        self.journal.close()
+        if self.warehouse is not None and self.journal.path.exists():
+            self.loaded_rows = load_journal(self.journal.path, self.warehouse)
+
+
+async def gather_calls(
+    calls: Sequence[Awaitable[CallResult]],
+) -> list[CallResult]:
+    """Run calls concurrently (the provider limits bound what is in flight)."""
+    return list(await asyncio.gather(*calls))
