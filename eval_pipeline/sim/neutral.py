@@ -19,6 +19,9 @@ WireFormat = Literal["openai", "anthropic"]
 StopKind = Literal["end", "tool_use", "max_tokens"]
 ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 
+ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+"""How tool-call arguments are written: ``{"key": "value"}`` with spaces, like the APIs."""
+
 
 def stable_unit(*parts: object) -> float:
     """A number in [0, 1) that depends only on ``parts`` (their ``str``), never on the process."""
@@ -48,7 +51,7 @@ class SimToolCall:
     @classmethod
     def of(cls, name: str, arguments: Mapping[str, Any]) -> SimToolCall:
         """A well-formed call whose arguments are the JSON encoding of ``arguments``."""
-        return cls(name=name, arguments=json.dumps(arguments, ensure_ascii=False))
+        return cls(name=name, arguments=ARGUMENTS_ENCODER.encode(arguments))
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,12 @@ def text_tokens(text: str) -> int:
     return (size + 3) // 4
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def schema_text(schema: object) -> str:
     """A JSON schema written canonically, as counted for input tokens."""
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(schema)
 
 
 def input_tokens(request: SimRequest) -> int:

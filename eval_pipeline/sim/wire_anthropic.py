@@ -8,6 +8,7 @@ from typing import Any
 
 from eval_pipeline.sim.errors import SimRequestError
 from eval_pipeline.sim.neutral import (
+    ARGUMENTS_ENCODER,
     ErrorStatus,
     Reply,
     SimMessage,
@@ -30,7 +31,7 @@ def _text_of(content: object, where: str) -> str:
     if isinstance(content, list):
         pieces: list[str] = []
         for block in content:
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 raise SimRequestError(f"{where}: each content block must be an object")
             if block.get("type") == "text":
                 text = block.get("text")
@@ -42,7 +43,7 @@ def _text_of(content: object, where: str) -> str:
 
 
 def _message(message: object, where: str) -> SimMessage:
-    if not isinstance(message, Mapping):
+    if not isinstance(message, dict):
         raise SimRequestError(f"{where} must be an object")
     role = message.get("role")
     if role not in ("user", "assistant"):
@@ -57,7 +58,7 @@ def _message(message: object, where: str) -> SimMessage:
     results: list[SimToolResult] = []
     for j, block in enumerate(content):
         at = f"{where}.content[{j}]"
-        if not isinstance(block, Mapping):
+        if not isinstance(block, dict):
             raise SimRequestError(f"{at} must be an object")
         kind = block.get("type")
         if kind == "text":
@@ -68,9 +69,7 @@ def _message(message: object, where: str) -> SimMessage:
                 raise SimRequestError(f"{at}: tool_use needs a string 'name'")
             call_input = block.get("input", {})
             arguments = (
-                call_input
-                if isinstance(call_input, str)
-                else json.dumps(call_input, ensure_ascii=False)
+                call_input if isinstance(call_input, str) else ARGUMENTS_ENCODER.encode(call_input)
             )
             call_id = block.get("id", "")
             calls.append(
@@ -101,12 +100,12 @@ def _tools(raw: object) -> tuple[SimTool, ...]:
         raise SimRequestError("'tools' must be a list")
     tools: list[SimTool] = []
     for i, tool in enumerate(raw):
-        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             raise SimRequestError(f"tools[{i}] needs a string 'name'")
         schema = tool.get("input_schema")
         if schema is None:  # a server tool (web search, ...): not callable here
             continue
-        if not isinstance(schema, Mapping):
+        if not isinstance(schema, dict):
             raise SimRequestError(f"tools[{i}].input_schema must be an object")
         description = tool.get("description", "")
         tools.append(
@@ -122,14 +121,14 @@ def _tools(raw: object) -> tuple[SimTool, ...]:
 def _tool_choice(raw: object) -> SimToolChoice:
     if raw is None:
         return SimToolChoice()
-    kind = raw.get("type") if isinstance(raw, Mapping) else None
+    kind = raw.get("type") if isinstance(raw, dict) else None
     if kind == "auto":
         return SimToolChoice()
     if kind == "none":
         return SimToolChoice(mode="none")
     if kind == "any":
         return SimToolChoice(mode="required")
-    if kind == "tool" and isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+    if kind == "tool" and isinstance(raw, dict) and isinstance(raw.get("name"), str):
         return SimToolChoice(mode="tool", name=raw["name"])
     raise SimRequestError("'tool_choice' must be of type auto, any, tool (with name) or none")
 

@@ -24,9 +24,12 @@ class ParsedRequest:
     seed: int | None
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(obj: object) -> bytes:
     """Compact UTF-8 JSON, as the server writes every body."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 def optional_int(body: Mapping[str, Any], key: str, *, minimum: int | None = None) -> int | None:

@@ -34,7 +34,7 @@ def _content_text(content: object, where: str) -> str:
     if isinstance(content, list):
         pieces: list[str] = []
         for part in content:
-            if not isinstance(part, Mapping):
+            if not isinstance(part, dict):
                 raise SimRequestError(f"{where}: each content part must be an object")
             if part.get("type") in ("text", "refusal"):
                 text = part.get("text", part.get("refusal"))
@@ -52,8 +52,8 @@ def _tool_calls(raw: object, where: str) -> tuple[SimToolCall, ...]:
         raise SimRequestError(f"{where}.tool_calls must be a list")
     calls: list[SimToolCall] = []
     for i, item in enumerate(raw):
-        function = item.get("function") if isinstance(item, Mapping) else None
-        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise SimRequestError(f"{where}.tool_calls[{i}] needs function.name")
         arguments = function.get("arguments", "")
         if not isinstance(arguments, str):
@@ -83,7 +83,7 @@ def _messages(raw: object) -> tuple[str, tuple[SimMessage, ...]]:
 
     for i, message in enumerate(raw):
         where = f"messages[{i}]"
-        if not isinstance(message, Mapping):
+        if not isinstance(message, dict):
             raise SimRequestError(f"{where} must be an object")
         role = message.get("role")
         content = message.get("content")
@@ -121,15 +121,15 @@ def _tools(raw: object) -> tuple[SimTool, ...]:
         raise SimRequestError("'tools' must be a list")
     tools: list[SimTool] = []
     for i, tool in enumerate(raw):
-        if not isinstance(tool, Mapping):
+        if not isinstance(tool, dict):
             raise SimRequestError(f"tools[{i}] must be an object")
         if tool.get("type", "function") != "function":
             continue
         function = tool.get("function")
-        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise SimRequestError(f"tools[{i}] needs function.name")
         parameters = function.get("parameters", _EMPTY_SCHEMA)
-        if not isinstance(parameters, Mapping):
+        if not isinstance(parameters, dict):
             raise SimRequestError(f"tools[{i}].function.parameters must be an object")
         description = function.get("description", "")
         tools.append(
@@ -149,9 +149,9 @@ def _tool_choice(raw: object) -> SimToolChoice:
         return SimToolChoice(mode="none")
     if raw == "required":
         return SimToolChoice(mode="required")
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):
         function = raw.get("function")
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
             return SimToolChoice(mode="tool", name=function["name"])
     raise SimRequestError("'tool_choice' must be auto, none, required or a named function")
 
