@@ -1,0 +1,677 @@
+"""The royalty engine of the label world: one set of rules, a vectorized and a scalar face.
+
+Money is integer minor units everywhere; nothing here touches a float. The answer key runs
+the vectorized face over every statement line; the product lane's calculator tool runs the
+scalar face on single values and gets :class:`~decimal.Decimal` back. Both faces share the
+same integer helpers (:func:`div_half_even` works on Python ints and on polars
+expressions alike), and a property test checks that they agree.
+
+Units
+    * statement amounts: ``amount_minor``, minor units of the line's currency (USD, EUR and
+      GBP have exponent 2, JPY has exponent 0);
+    * FX: ``usd_per_unit_micro``, US dollars per one unit of the currency times 10^6
+      (USD is exactly 1_000_000), one rate per currency and period;
+    * USD amounts: micro-dollars (``*_micro``, 10^-6 USD) or cents (``*_cents``);
+    * royalty rates: parts per million of net receipts (``rate_ppm``; 180_000 = 18%).
+
+Rules
+    1. Clean lines only. A statement line registered as a flaggable anomaly earns nothing;
+       a borderline line (a genuine return, a near-duplicate in another territory) is a
+       real line and earns like any other.
+    2. Conversion. ``gross_usd_micro = half_even(amount_minor * usd_per_unit_micro /
+       10^exponent)`` with the FX rate of the line's period and currency.
+    3. Deal in force. A track earns under the artist's base contract whose term
+       (``effective_date`` .. ``term_end_date``, inclusive) covers the original release
+       date of the track's release. The contract's royalty obligations outlive its term.
+    4. Terms. For each base contract, channel and period, the terms are those in force on
+       the period's last day: the row of the latest amendment of that contract (by
+       ``effective_date``, then by contract id) that carries the channel and whose
+       ``effective_date`` is on or before that day; otherwise the base contract's row. An
+       amendment row replaces the whole row: rate, escalator threshold and escalated rate.
+    5. Escalator. ``units_in_period`` is the sum of ``units`` over the clean lines of the
+       contract and channel in the period (all distributors and currencies). If the
+       terms have an escalator and ``units_in_period > escalator_units``, every line of
+       that contract, channel and period earns ``escalated_rate_ppm``; otherwise
+       ``rate_ppm``.
+    6. Line royalty. ``royalty_micro = half_even(gross_usd_micro * rate_ppm / 10^6)``,
+       rounded per line.
+    7. Earnings. An account's earnings for a period are the sum of the royalties of the
+       lines whose contract recoups into that account (independent accounts: one
+       contract; pooled accounts: every contract of a cross-collateralized artist).
+    8. Recoupment. Charges are advances paid plus recoupable expenses incurred, each
+       counted in the first period whose last day is on or after its date (anything dated
+       before 2025 is charged in the first period). ``balance_before = previous
+       balance_after + charges of the period``; ``recouped = min(max(earnings, 0),
+       balance_before)``; ``balance_after = balance_before - recouped``;
+       ``payable_micro = earnings - recouped``. The first period opens at zero: no
+       recoupment happened before the world's first statement period.
+    9. Net payable. Per artist and period, ``net_payable_cents = half_even(sum over the
+       artist's accounts of payable_micro / 10^4)``: rounded to cents once, at the end.
+
+Half-even ("banker's") rounding rounds to the nearest integer and a tie to the even one:
+``half_even(5/2) = 2``, ``half_even(7/2) = 4``, ``half_even(-5/2) = -2``.
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import Any, overload
+
+import polars as pl
+
+from eval_pipeline.errors import WorldError
+
+MICRO_PER_USD = 1_000_000
+MICRO_PER_CENT = 10_000
+PPM = 1_000_000
+CURRENCY_EXPONENTS: Mapping[str, int] = {"USD": 2, "EUR": 2, "GBP": 2, "JPY": 0}
+CHANNELS: tuple[str, ...] = ("streaming", "download", "physical", "sync")
+
+_SIX_PLACES = Decimal("0.000001")
+_TWO_PLACES = Decimal("0.01")
+
+
+# -- integer helpers: one implementation, two faces ------------------------------------
+
+
+@overload
+def div_half_even(numerator: int, divisor: int) -> int: ...
+
+
+@overload
+def div_half_even(numerator: pl.Expr, divisor: int | pl.Expr) -> pl.Expr: ...
+
+
+def div_half_even(numerator: Any, divisor: Any) -> Any:
+    """``numerator / divisor`` rounded half to even, for a positive integer divisor.
+
+    The same arithmetic runs on Python ints (exact, unbounded) and on polars integer
+    expressions (Int64; callers keep ``|numerator| < 2**63``). Floor division and a
+    non-negative remainder are the same in both (polars follows Python's semantics).
+    """
+    if isinstance(divisor, int) and divisor <= 0:
+        raise ValueError(f"divisor must be positive, got {divisor}")
+    quotient = numerator // divisor
+    twice_remainder = (numerator - quotient * divisor) * 2
+    round_up = (twice_remainder > divisor) | ((twice_remainder == divisor) & (quotient % 2 == 1))
+    return quotient + round_up
+
+
+@overload
+def usd_micro_from_minor(amount_minor: int, usd_per_unit_micro: int, exponent: int) -> int: ...
+
+
+@overload
+def usd_micro_from_minor(
+    amount_minor: pl.Expr, usd_per_unit_micro: pl.Expr, exponent: pl.Expr
+) -> pl.Expr: ...
+
+
+def usd_micro_from_minor(amount_minor: Any, usd_per_unit_micro: Any, exponent: Any) -> Any:
+    """Rule 2: a statement amount in minor units converted to micro-USD, half-even."""
+    if isinstance(exponent, pl.Expr):
+        divisor: Any = pl.lit(10, dtype=pl.Int64).pow(exponent.cast(pl.Int64))
+    else:
+        divisor = 10**exponent
+    return div_half_even(amount_minor * usd_per_unit_micro, divisor)
+
+
+@overload
+def royalty_micro_from_gross(gross_usd_micro: int, rate_ppm: int) -> int: ...
+
+
+@overload
+def royalty_micro_from_gross(gross_usd_micro: pl.Expr, rate_ppm: pl.Expr) -> pl.Expr: ...
+
+
+def royalty_micro_from_gross(gross_usd_micro: Any, rate_ppm: Any) -> Any:
+    """Rule 6: the royalty of one line, in micro-USD, half-even."""
+    return div_half_even(gross_usd_micro * rate_ppm, PPM)
+
+
+@overload
+def cents_from_micro(micro: int) -> int: ...
+
+
+@overload
+def cents_from_micro(micro: pl.Expr) -> pl.Expr: ...
+
+
+def cents_from_micro(micro: Any) -> Any:
+    """Micro-USD to cents, half-even (rule 9)."""
+    return div_half_even(micro, MICRO_PER_CENT)
+
+
+def applicable_rate_ppm(
+    units_in_period: int,
+    rate_ppm: int,
+    escalator_units: int | None,
+    escalated_rate_ppm: int | None,
+) -> int:
+    """Rule 5 on scalars: the escalated rate once the period's units exceed the threshold."""
+    if (
+        escalator_units is not None
+        and escalated_rate_ppm is not None
+        and units_in_period > escalator_units
+    ):
+        return escalated_rate_ppm
+    return rate_ppm
+
+
+def applicable_rate_ppm_expr(
+    units_in_period: pl.Expr,
+    rate_ppm: pl.Expr,
+    escalator_units: pl.Expr,
+    escalated_rate_ppm: pl.Expr,
+) -> pl.Expr:
+    """Rule 5 as a polars expression (a null threshold or escalated rate means no escalator)."""
+    escalates = (
+        escalator_units.is_not_null()
+        & escalated_rate_ppm.is_not_null()
+        & (units_in_period > escalator_units)
+    )
+    return pl.when(escalates).then(escalated_rate_ppm).otherwise(rate_ppm).cast(pl.Int64)
+
+
+def exponent_of(currency: str) -> int:
+    """The minor-unit exponent of a supported currency."""
+    try:
+        return CURRENCY_EXPONENTS[currency]
+    except KeyError:
+        known = ", ".join(sorted(CURRENCY_EXPONENTS))
+        raise WorldError(f"unsupported currency {currency!r}; known: {known}") from None
+
+
+def exponent_expr(currency: pl.Expr) -> pl.Expr:
+    """The minor-unit exponent of each row's currency (unknown currency gives null)."""
+    return currency.replace_strict(dict(CURRENCY_EXPONENTS), default=None, return_dtype=pl.Int64)
+
+
+# -- periods --------------------------------------------------------------------------
+
+
+def period_end(period: str) -> date:
+    """The last day of a ``YYYY-MM`` period."""
+    try:
+        year_text, month_text = period.split("-")
+        year, month = int(year_text), int(month_text)
+        last = calendar.monthrange(year, month)[1]
+    except ValueError as error:
+        raise WorldError(f"period must look like YYYY-MM, got {period!r}") from error
+    return date(year, month, last)
+
+
+def period_frame(periods: Sequence[str]) -> pl.DataFrame:
+    """``period``, ``period_end`` and ``period_index`` (0-based, in the given order)."""
+    return pl.DataFrame(
+        {
+            "period": list(periods),
+            "period_end": [period_end(p) for p in periods],
+            "period_index": list(range(len(periods))),
+        },
+        schema={"period": pl.String, "period_end": pl.Date, "period_index": pl.Int64},
+    )
+
+
+# -- vectorized face: terms, deals, line royalties ------------------------------------
+
+
+def resolve_terms(
+    contracts: pl.DataFrame, contract_rates: pl.DataFrame, periods: Sequence[str]
+) -> pl.DataFrame:
+    """Rule 4: the terms in force per base contract, channel and period.
+
+    Columns: contract_id (the base contract), channel, period, rate_ppm, escalator_units,
+    escalated_rate_ppm, source_contract_id (the base or the amendment that set the row).
+    """
+    rows = contract_rates.join(
+        contracts.select("contract_id", "kind", "amends_contract_id", "effective_date"),
+        on="contract_id",
+        how="inner",
+    ).with_columns(
+        base_contract_id=pl.coalesce("amends_contract_id", "contract_id"),
+        is_amendment=pl.col("kind") == "amendment",
+    )
+    candidates = (
+        rows.join(period_frame(periods), how="cross")
+        .filter(~pl.col("is_amendment") | (pl.col("effective_date") <= pl.col("period_end")))
+        .sort(
+            [
+                "base_contract_id",
+                "channel",
+                "period",
+                "is_amendment",
+                "effective_date",
+                "contract_id",
+            ]
+        )
+    )
+    resolved = candidates.unique(
+        subset=["base_contract_id", "channel", "period"], keep="last", maintain_order=True
+    )
+    return resolved.select(
+        pl.col("base_contract_id").alias("contract_id"),
+        "channel",
+        "period",
+        pl.col("rate_ppm").cast(pl.Int64),
+        pl.col("escalator_units").cast(pl.Int64),
+        pl.col("escalated_rate_ppm").cast(pl.Int64),
+        pl.col("contract_id").alias("source_contract_id"),
+    ).sort(["contract_id", "channel", "period"])
+
+
+def deals_in_force(
+    tracks: pl.DataFrame, releases: pl.DataFrame, contracts: pl.DataFrame
+) -> pl.DataFrame:
+    """Rule 3: the base contract each track earns under, and the account it recoups into.
+
+    Columns: track_id, isrc, artist_id, contract_id, account_id. Raises WorldError when a
+    track's release date is covered by no contract term or by more than one.
+    """
+    base = contracts.filter(pl.col("kind") == "base").select(
+        "contract_id", "artist_id", "effective_date", "term_end_date", "recoupment_account_id"
+    )
+    matched = (
+        tracks.select("track_id", "isrc", "release_id")
+        .join(
+            releases.select("release_id", "artist_id", "original_release_date"),
+            on="release_id",
+            how="inner",
+        )
+        .join(base, on="artist_id", how="inner")
+        .filter(
+            (pl.col("effective_date") <= pl.col("original_release_date"))
+            & (pl.col("original_release_date") <= pl.col("term_end_date"))
+        )
+    )
+    counts = matched.group_by("track_id").len()
+    if counts.height != tracks.height or counts.filter(pl.col("len") != 1).height:
+        bad = tracks.join(counts.filter(pl.col("len") == 1), on="track_id", how="anti").get_column(
+            "track_id"
+        )
+        raise WorldError(
+            f"{bad.len()} track(s) have no single contract in force at release, e.g. "
+            f"{bad.sort().head(3).to_list()}"
+        )
+    return matched.select(
+        "track_id",
+        "isrc",
+        "artist_id",
+        "contract_id",
+        pl.col("recoupment_account_id").alias("account_id"),
+    ).sort("track_id")
+
+
+def _dense_codes(values: Sequence[str], what: str) -> dict[str, int]:
+    codes = {value: index for index, value in enumerate(values)}
+    if len(codes) != len(values):
+        raise WorldError(f"duplicate {what} in {list(values)[:5]}...")
+    return codes
+
+
+def line_royalties(
+    lines: pl.DataFrame,
+    deals: pl.DataFrame,
+    terms: pl.DataFrame,
+    fx_rates: pl.DataFrame,
+    periods: Sequence[str],
+) -> pl.DataFrame:
+    """Rules 2, 5 and 6 over clean statement lines, in the lines' own row order.
+
+    ``lines`` needs isrc, period, channel, currency, units, amount_minor; ``deals`` is
+    :func:`deals_in_force`; ``terms`` is :func:`resolve_terms` over ``periods``. Every line
+    must have a known ISRC, period, channel and FX rate, or WorldError names a sample.
+
+    Adds integer columns (lookups are dense-array gathers, so no string column moves):
+    deal_index (row of ``deals``), period_index, channel_code (index in CHANNELS),
+    usd_per_unit_micro, gross_usd_micro, units_in_period, rate_ppm (the rate applied),
+    escalated (bool), royalty_micro.
+    """
+    isrc_codes = _dense_codes(deals.get_column("isrc").to_list(), "ISRC")
+    period_codes = _dense_codes(list(periods), "period")
+    currency_list = list(CURRENCY_EXPONENTS)
+    contract_list = deals.get_column("contract_id").unique().sort().to_list()
+    contract_codes = _dense_codes(contract_list, "contract")
+    n_periods, n_channels, n_currencies = len(periods), len(CHANNELS), len(currency_list)
+
+    fx_dense: list[int | None] = [None] * (n_periods * n_currencies)
+    for period, currency, rate in fx_rates.select(
+        "period", "currency", "usd_per_unit_micro"
+    ).iter_rows():
+        if period in period_codes and currency in CURRENCY_EXPONENTS:
+            fx_dense[period_codes[period] * n_currencies + currency_list.index(currency)] = rate
+    size = len(contract_list) * n_channels * n_periods
+    rate_dense: list[int | None] = [None] * size
+    esc_units_dense: list[int | None] = [None] * size
+    esc_rate_dense: list[int | None] = [None] * size
+    for contract, channel, period, rate, esc_units, esc_rate in terms.select(
+        "contract_id", "channel", "period", "rate_ppm", "escalator_units", "escalated_rate_ppm"
+    ).iter_rows():
+        if contract in contract_codes and period in period_codes and channel in CHANNELS:
+            key = (contract_codes[contract] * n_channels + CHANNELS.index(channel)) * n_periods
+            key += period_codes[period]
+            rate_dense[key], esc_units_dense[key], esc_rate_dense[key] = rate, esc_units, esc_rate
+    deal_contract = pl.Series(
+        [contract_codes[c] for c in deals.get_column("contract_id").to_list()], dtype=pl.Int64
+    )
+
+    def code(column: str, mapping: Mapping[str, int]) -> pl.Expr:
+        return pl.col(column).replace_strict(dict(mapping), default=None, return_dtype=pl.Int64)
+
+    coded = lines.with_columns(
+        deal_index=code("isrc", isrc_codes),
+        period_index=code("period", period_codes),
+        channel_code=code("channel", {c: i for i, c in enumerate(CHANNELS)}),
+        _currency=code("currency", {c: i for i, c in enumerate(currency_list)}),
+    )
+    unknown = coded.filter(
+        pl.any_horizontal(
+            pl.col(c).is_null() for c in ("deal_index", "period_index", "channel_code", "_currency")
+        )
+    )
+    if unknown.height:
+        sample = unknown.select("isrc", "period", "channel", "currency").head(3).to_dicts()
+        raise WorldError(
+            f"{unknown.height} clean line(s) have an unknown ISRC, period, channel or "
+            f"currency, e.g. {sample}"
+        )
+    coded = coded.with_columns(
+        usd_per_unit_micro=pl.lit(pl.Series(fx_dense, dtype=pl.Int64)).gather(
+            pl.col("period_index") * n_currencies + pl.col("_currency")
+        ),
+        _exponent=pl.lit(pl.Series([CURRENCY_EXPONENTS[c] for c in currency_list])).gather(
+            pl.col("_currency")
+        ),
+        _key=(
+            pl.lit(deal_contract).gather(pl.col("deal_index")) * n_channels + pl.col("channel_code")
+        )
+        * n_periods
+        + pl.col("period_index"),
+    )
+    missing_fx = coded.filter(pl.col("usd_per_unit_micro").is_null())
+    if missing_fx.height:
+        sample = missing_fx.select("period", "currency").unique().sort("period").head(3).to_dicts()
+        raise WorldError(f"no FX rate for {missing_fx.height} line(s), e.g. {sample}")
+    coded = coded.with_columns(
+        gross_usd_micro=usd_micro_from_minor(
+            pl.col("amount_minor"), pl.col("usd_per_unit_micro"), pl.col("_exponent")
+        ),
+        units_in_period=pl.col("units").sum().over("_key"),
+        _rate=pl.lit(pl.Series(rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
+        _esc_units=pl.lit(pl.Series(esc_units_dense, dtype=pl.Int64)).gather(pl.col("_key")),
+        _esc_rate=pl.lit(pl.Series(esc_rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
+    )
+    missing_terms = coded.filter(pl.col("_rate").is_null())
+    if missing_terms.height:
+        sample = missing_terms.select("isrc", "channel", "period").head(3).to_dicts()
+        raise WorldError(f"no contract terms for {missing_terms.height} line(s), e.g. {sample}")
+    applied = applicable_rate_ppm_expr(
+        pl.col("units_in_period"), pl.col("_rate"), pl.col("_esc_units"), pl.col("_esc_rate")
+    )
+    return (
+        coded.with_columns(rate_ppm=applied)
+        .with_columns(
+            escalated=pl.col("rate_ppm") != pl.col("_rate"),
+            royalty_micro=royalty_micro_from_gross(pl.col("gross_usd_micro"), pl.col("rate_ppm")),
+        )
+        .drop("_currency", "_exponent", "_key", "_rate", "_esc_units", "_esc_rate")
+    )
+
+
+# -- recoupment: a plain integer loop over accounts and periods ------------------------
+
+
+@dataclass(frozen=True)
+class RecoupmentStep:
+    """One account in one period (rule 8), all in micro-USD."""
+
+    balance_before_micro: int
+    earnings_micro: int
+    recouped_micro: int
+    balance_after_micro: int
+
+    @property
+    def payable_micro(self) -> int:
+        """What the account contributes to the artist's payable this period."""
+        return self.earnings_micro - self.recouped_micro
+
+
+def recoup(balance_before_micro: int, earnings_micro: int) -> RecoupmentStep:
+    """Rule 8: recover what is owed from this period's earnings, never more than earned."""
+    if balance_before_micro < 0:
+        raise WorldError(f"a recoupment balance cannot be negative: {balance_before_micro}")
+    recouped = min(max(earnings_micro, 0), balance_before_micro)
+    return RecoupmentStep(
+        balance_before_micro=balance_before_micro,
+        earnings_micro=earnings_micro,
+        recouped_micro=recouped,
+        balance_after_micro=balance_before_micro - recouped,
+    )
+
+
+def net_payable_cents(payables_micro: Iterable[int]) -> int:
+    """Rule 9: the artist's accounts' payables summed, then rounded to cents once."""
+    return cents_from_micro(sum(payables_micro))
+
+
+def charge_periods(charges: pl.DataFrame, periods: Sequence[str]) -> pl.DataFrame:
+    """Rule 8's charge timing: each charge in the first period whose last day is on or after
+    its date (earlier dates go to the first period); charges after the last period drop out.
+
+    ``charges`` needs account_id, charge_date, amount_micro. Returns account_id, period,
+    charges_micro summed per account and period.
+    """
+    frame = period_frame(periods)
+    ends = frame.get_column("period_end")
+    positions = ends.search_sorted(charges.get_column("charge_date"), side="left")
+    indexed = charges.with_columns(period_index=positions.cast(pl.Int64)).filter(
+        pl.col("period_index") < len(periods)
+    )
+    return (
+        indexed.join(frame.select("period", "period_index"), on="period_index", how="inner")
+        .group_by(["account_id", "period"])
+        .agg(charges_micro=pl.col("amount_micro").sum())
+        .sort(["account_id", "period"])
+    )
+
+
+def recoupment_ledger(
+    accounts: pl.DataFrame,
+    charges: pl.DataFrame,
+    earnings: pl.DataFrame,
+    periods: Sequence[str],
+) -> pl.DataFrame:
+    """Rule 8 per account and period, every account in every period.
+
+    ``accounts``: account_id, artist_id. ``charges``: account_id, period, charges_micro.
+    ``earnings``: account_id, period, earnings_micro. Returns the account ledger:
+    account_id, artist_id, period, charges_micro, balance_before_micro, earnings_micro,
+    recouped_micro, balance_after_micro, payable_micro.
+    """
+    charge_map = {
+        (row[0], row[1]): int(row[2])
+        for row in charges.select("account_id", "period", "charges_micro").iter_rows()
+    }
+    earning_map = {
+        (row[0], row[1]): int(row[2])
+        for row in earnings.select("account_id", "period", "earnings_micro").iter_rows()
+    }
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "account_id",
+            "artist_id",
+            "period",
+            "charges_micro",
+            "balance_before_micro",
+            "earnings_micro",
+            "recouped_micro",
+            "balance_after_micro",
+            "payable_micro",
+        )
+    }
+    for account_id, artist_id in (
+        accounts.sort("account_id").select("account_id", "artist_id").iter_rows()
+    ):
+        balance = 0
+        for period in periods:
+            charged = charge_map.get((account_id, period), 0)
+            step = recoup(balance + charged, earning_map.get((account_id, period), 0))
+            balance = step.balance_after_micro
+            columns["account_id"].append(account_id)
+            columns["artist_id"].append(artist_id)
+            columns["period"].append(period)
+            columns["charges_micro"].append(charged)
+            columns["balance_before_micro"].append(step.balance_before_micro)
+            columns["earnings_micro"].append(step.earnings_micro)
+            columns["recouped_micro"].append(step.recouped_micro)
+            columns["balance_after_micro"].append(step.balance_after_micro)
+            columns["payable_micro"].append(step.payable_micro)
+    text_columns = ("account_id", "artist_id", "period")
+    schema = {name: pl.String if name in text_columns else pl.Int64 for name in columns}
+    return pl.DataFrame(columns, schema=schema)
+
+
+def artist_ledger(account_ledger: pl.DataFrame) -> pl.DataFrame:
+    """Rule 9 per artist and period from the account ledger."""
+    return (
+        account_ledger.group_by(["artist_id", "period"])
+        .agg(
+            gross_micro=pl.col("earnings_micro").sum(),
+            recouped_micro=pl.col("recouped_micro").sum(),
+            payable_micro=pl.col("payable_micro").sum(),
+            balance_after_micro=pl.col("balance_after_micro").sum(),
+            account_count=pl.len().cast(pl.Int64),
+        )
+        .with_columns(
+            net_payable_cents=cents_from_micro(pl.col("payable_micro")),
+            gross_cents=cents_from_micro(pl.col("gross_micro")),
+            recouped_cents=cents_from_micro(pl.col("recouped_micro")),
+            balance_after_cents=cents_from_micro(pl.col("balance_after_micro")),
+        )
+        .select(
+            "artist_id",
+            "period",
+            "gross_micro",
+            "recouped_micro",
+            "payable_micro",
+            "net_payable_cents",
+            "balance_after_micro",
+            "gross_cents",
+            "recouped_cents",
+            "balance_after_cents",
+            "account_count",
+        )
+        .sort(["artist_id", "period"])
+    )
+
+
+# -- scalar face for the calculator tool: Decimal in, Decimal out ----------------------
+
+
+def micro_to_usd(micro: int) -> Decimal:
+    """Micro-USD as a Decimal with six places."""
+    return Decimal(micro).scaleb(-6).quantize(_SIX_PLACES)
+
+
+def cents_to_usd(cents: int) -> Decimal:
+    """Cents as a Decimal with two places."""
+    return Decimal(cents).scaleb(-2).quantize(_TWO_PLACES)
+
+
+def _exact_int(value: Decimal | str | int, places: int, what: str) -> int:
+    """``value * 10^places`` as an int, refusing a value that needs more places."""
+    try:
+        number = Decimal(value)
+    except (InvalidOperation, ValueError) as error:
+        raise WorldError(f"{what} is not a number: {value!r}") from error
+    if not number.is_finite():
+        raise WorldError(f"{what} must be finite, got {value!r}")
+    scaled = number.scaleb(places)
+    if scaled != scaled.to_integral_value():
+        raise WorldError(f"{what} {value!r} has more than {places} decimal places")
+    return int(scaled)
+
+
+def minor_from_amount(amount: Decimal | str | int, currency: str) -> int:
+    """A statement amount in major units (e.g. ``"12.34"`` EUR) to minor units, exactly."""
+    return _exact_int(amount, exponent_of(currency), f"amount in {currency}")
+
+
+def fx_micro_from_rate(usd_per_unit: Decimal | str | int) -> int:
+    """An FX rate (USD per unit, at most six decimals) to ``usd_per_unit_micro``."""
+    return _exact_int(usd_per_unit, 6, "FX rate")
+
+
+def ppm_from_rate(rate: Decimal | str | int) -> int:
+    """A royalty rate as a fraction (``"0.18"``) to parts per million, exactly."""
+    return _exact_int(rate, 6, "royalty rate")
+
+
+@dataclass(frozen=True)
+class LineRoyalty:
+    """The scalar result for one line: gross and royalty in USD (six decimals)."""
+
+    gross_usd_micro: int
+    rate_ppm: int
+    royalty_micro: int
+
+    @property
+    def gross_usd(self) -> Decimal:
+        """Gross receipts in USD, six decimals."""
+        return micro_to_usd(self.gross_usd_micro)
+
+    @property
+    def royalty_usd(self) -> Decimal:
+        """The line's royalty in USD, six decimals."""
+        return micro_to_usd(self.royalty_micro)
+
+
+def line_royalty_micro(
+    amount_minor: int,
+    currency: str,
+    usd_per_unit_micro: int,
+    rate_ppm: int,
+    *,
+    units_in_period: int = 0,
+    escalator_units: int | None = None,
+    escalated_rate_ppm: int | None = None,
+) -> LineRoyalty:
+    """Rules 2, 5 and 6 for one line, on integers (the scalar twin of line_royalties)."""
+    gross = usd_micro_from_minor(amount_minor, usd_per_unit_micro, exponent_of(currency))
+    rate = applicable_rate_ppm(units_in_period, rate_ppm, escalator_units, escalated_rate_ppm)
+    return LineRoyalty(
+        gross_usd_micro=gross, rate_ppm=rate, royalty_micro=royalty_micro_from_gross(gross, rate)
+    )
+
+
+def line_royalty(
+    amount: Decimal | str | int,
+    currency: str,
+    usd_per_unit: Decimal | str | int,
+    rate: Decimal | str | int,
+) -> LineRoyalty:
+    """Rules 2 and 6 from human-readable values: ``line_royalty("12.34", "EUR", "1.0825",
+    "0.18").royalty_usd`` is the royalty in USD as a Decimal with six places. Values with
+    more precision than the rules allow are refused, never rounded silently."""
+    return line_royalty_micro(
+        minor_from_amount(amount, currency),
+        currency,
+        fx_micro_from_rate(usd_per_unit),
+        ppm_from_rate(rate),
+    )
+
+
+def recouped_payable_usd(
+    steps: Sequence[tuple[int, int]],
+) -> tuple[Decimal, Decimal]:
+    """Rules 8-9 for one artist-period: ``steps`` holds (balance_before_micro,
+    earnings_micro) per account; returns (recouped USD, net payable USD to the cent)."""
+    results = [recoup(balance, earnings) for balance, earnings in steps]
+    recouped = sum(step.recouped_micro for step in results)
+    payable = net_payable_cents(step.payable_micro for step in results)
+    return micro_to_usd(recouped), cents_to_usd(payable)
