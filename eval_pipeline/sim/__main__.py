@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from eval_pipeline.sim.errors import SimError
@@ -31,12 +30,6 @@ def main(argv: list[str] | None = None) -> int:
         help="import MODULE to register more profiles (repeatable)",
     )
     args = parser.parse_args(argv)
-    try:
-        options = json.loads(args.profile_options) if args.profile_options else None
-    except ValueError as exc:
-        parser.error(f"--profile-options is not valid JSON: {exc}")
-    if options is not None and not isinstance(options, dict):
-        parser.error("--profile-options must be a JSON object")
 
     from eval_pipeline.sim.server import serve
 
@@ -46,10 +39,10 @@ def main(argv: list[str] | None = None) -> int:
             args.port,
             args.seed,
             args.latency_ms,
-            options,
+            args.profile_options,
             plugins=args.plugin,
         )
-    except SimError as exc:
+    except (SimError, OSError) as exc:
         print(f"sim: error: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0

@@ -35,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 from eval_pipeline.sim import wire_anthropic, wire_openai
 from eval_pipeline.sim.bill import SimUsageLine, price_lines
-from eval_pipeline.sim.errors import SimAdminError, SimError, SimRequestError
+from eval_pipeline.sim.errors import ProfileError, SimAdminError, SimError, SimRequestError
 from eval_pipeline.sim.neutral import (
     ConnectionDrop,
     ErrorStatus,
@@ -421,6 +421,19 @@ class _Server(uvicorn.Server):
             self._on_ready()
 
 
+def parse_profile_options(options: Mapping[str, Any] | str | None) -> Mapping[str, Any] | None:
+    """Profile options given as a mapping, as JSON text, or not at all."""
+    if options is None or isinstance(options, Mapping):
+        return options
+    try:
+        parsed = json.loads(options) if options.strip() else None
+    except ValueError as exc:
+        raise ProfileError(f"profile options are not valid JSON: {exc}") from exc
+    if parsed is not None and not isinstance(parsed, dict):
+        raise ProfileError("profile options must be a JSON object keyed by profile")
+    return parsed
+
+
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -430,19 +443,23 @@ def serve(
     port: int = 0,
     seed: int = 0,
     latency_ms: float = 0.0,
-    profile_options: Mapping[str, Any] | None = None,
+    profile_options: Mapping[str, Any] | str | None = None,
     *,
     plugins: Sequence[str] = (),
     ready_stream: TextIO | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; print ``SIM LISTENING <url>`` once ready.
 
-    ``port=0`` picks a free port (the printed URL has the real one). Profile errors
-    (unknown plugin, invalid options) raise before anything listens.
+    ``profile_options`` is a mapping keyed by profile (or ``profile:variant``) or the same
+    as JSON text. ``port=0`` picks a free port (the printed URL has the real one). Profile
+    errors (unknown plugin, invalid options) raise :class:`SimError` before anything listens.
     """
     app = build_app(
         SimConfig(
-            seed=seed, latency_ms=latency_ms, profile_options=profile_options, plugins=plugins
+            seed=seed,
+            latency_ms=latency_ms,
+            profile_options=parse_profile_options(profile_options),
+            plugins=plugins,
         )
     )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
