@@ -33,12 +33,16 @@ WORLD_END = date(2025, 12, 31)
 LAST_RELEASE_DATE = date(2025, 12, 15)
 LAST_CONTRACT_START = date(2025, 9, 30)
 
-# Streams at which a contract-channel's escalator tends to bite, per unit of the
-# contract's popularity (calibrated once against the default world so that roughly half
-# of escalator months cross the threshold; see docs/world.md).
-ESCALATOR_UNITS_PER_POPULARITY_PPM = 260
-# An advance is sized against a year of expected royalties (micro-USD per popularity unit).
-ADVANCE_CENTS_PER_POPULARITY = 16
+# A contract's popularity is the sum of its tracks' expected monthly streams. Measured on
+# the default world, a month's streaming units are about 0.95 of it and download units
+# about 0.00095 of it; escalator thresholds sit at 0.8-1.25 times that, so many escalators
+# bite in some months and not in others. Calibrated once; see docs/world.md.
+STREAMS_PER_MILLE_OF_POPULARITY = 950
+DOWNLOADS_PER_MILLION_OF_POPULARITY = 950
+# A year of royalties is about one cent per unit of popularity: an advance is 0.2-2.5
+# years of expected royalties, a recoupable expense 0.02-0.3 years.
+ADVANCE_CENTS_PER_POPULARITY_PER_MILLE = 1
+EXPENSE_CENTS_PER_POPULARITY_PER_MILLE = 1
 
 
 @dataclass(frozen=True)
@@ -337,15 +341,14 @@ def build_catalog(seed: int) -> Catalog:
     base_terms: list[dict[str, tuple[int, int | None, int | None]]] = []
 
     def nice_units(value: int) -> int:
-        if value <= 0:
-            return 1_000
-        step = int(10 ** max(3, len(str(value)) - 2))
-        return max(step, (value // step) * step)
+        """Two significant digits, at least 10: 123_456 -> 120_000."""
+        step = int(10 ** max(1, len(str(max(value, 1))) - 2))
+        return max(10, (value // step) * step)
 
     def escalator_for(c: int, counter: int) -> int:
-        spread = s_rate.between(counter, 600, 1_500)
+        spread = s_rate.between(counter, 800, 1_250)
         return nice_units(
-            contract_pop[c] * ESCALATOR_UNITS_PER_POPULARITY_PPM // 1_000 * spread // 1_000
+            contract_pop[c] * STREAMS_PER_MILLE_OF_POPULARITY // 1_000 * spread // 1_000
         )
 
     for c in range(n_base):
@@ -362,9 +365,13 @@ def build_catalog(seed: int) -> Catalog:
                 esc_units = escalator_for(c, base + 5)
                 esc_rate = rate + 2_500 * s_rate.between(base + 6, 8, 20)
             elif channel == "download" and s_rate.chance(base + 7, 80_000):
-                esc_units = max(
-                    100,
-                    nice_units(contract_pop[c] * ESCALATOR_UNITS_PER_POPULARITY_PPM // 1_500_000),
+                spread = s_rate.between(base + 9, 800, 1_250)
+                esc_units = nice_units(
+                    contract_pop[c]
+                    * DOWNLOADS_PER_MILLION_OF_POPULARITY
+                    // 1_000_000
+                    * spread
+                    // 1_000
                 )
                 esc_rate = rate + 2_500 * s_rate.between(base + 8, 4, 12)
             terms[channel] = (rate, esc_units, esc_rate)
@@ -480,9 +487,9 @@ def build_catalog(seed: int) -> Catalog:
             )
         else:
             paid = con_effective[c] + timedelta(days=s_adv.below(i * 5 + 1, 60))
-        factor = s_adv.between(i * 5 + 2, 150, 2_600)
-        cents = contract_pop[c] * ADVANCE_CENTS_PER_POPULARITY * factor // 1_000_000
-        cents = max(250_000, (cents // 50_000) * 50_000)
+        factor = s_adv.between(i * 5 + 2, 200, 2_500)
+        cents = contract_pop[c] * ADVANCE_CENTS_PER_POPULARITY_PER_MILLE * factor // 1_000
+        cents = max(100_000, (cents // 50_000) * 50_000)
         adv_rows["advance_id"].append(f"ADV-{i + 1:04d}")
         adv_rows["account_id"].append(account_of_contract[c])
         adv_rows["contract_id"].append(contract_id[c])
@@ -510,7 +517,9 @@ def build_catalog(seed: int) -> Catalog:
         low = max(con_effective[c], date(2023, 1, 1))
         high = min(con_end[c], date(2025, 11, 30))
         incurred = _date_between(s_exp, i * 5 + 1, low, max(low, high))
-        cents = s_exp.between(i * 5 + 2, 10, 400) * 12_500
+        factor = s_exp.between(i * 5 + 2, 20, 300)
+        cents = contract_pop[c] * EXPENSE_CENTS_PER_POPULARITY_PER_MILLE * factor // 1_000
+        cents = max(50_000, (cents // 5_000) * 5_000)
         exp_rows["expense_id"].append(f"EXP-{i + 1:04d}")
         exp_rows["account_id"].append(account_of_contract[c])
         exp_rows["contract_id"].append(contract_id[c])

@@ -359,14 +359,20 @@ def line_royalties(
         [contract_codes[c] for c in deals.get_column("contract_id").to_list()], dtype=pl.Int64
     )
 
-    def code(column: str, mapping: Mapping[str, int]) -> pl.Expr:
-        return pl.col(column).replace_strict(dict(mapping), default=None, return_dtype=pl.Int64)
+    def code(column: str, categories: Sequence[str]) -> pl.Expr:
+        # An Enum cast is a dictionary lookup; values outside the categories become null.
+        return (
+            pl.col(column)
+            .cast(pl.Enum(list(categories)), strict=False)
+            .to_physical()
+            .cast(pl.Int64)
+        )
 
     coded = lines.with_columns(
-        deal_index=code("isrc", isrc_codes),
-        period_index=code("period", period_codes),
-        channel_code=code("channel", {c: i for i, c in enumerate(CHANNELS)}),
-        _currency=code("currency", {c: i for i, c in enumerate(currency_list)}),
+        deal_index=code("isrc", list(isrc_codes)),
+        period_index=code("period", periods),
+        channel_code=code("channel", CHANNELS),
+        _currency=code("currency", currency_list),
     )
     unknown = coded.filter(
         pl.any_horizontal(
@@ -396,14 +402,17 @@ def line_royalties(
     if missing_fx.height:
         sample = missing_fx.select("period", "currency").unique().sort("period").head(3).to_dicts()
         raise WorldError(f"no FX rate for {missing_fx.height} line(s), e.g. {sample}")
+    # Materialize the products first: the half-even helper reads its numerator several
+    # times, and an eager polars expression would recompute a nested one each time.
     coded = coded.with_columns(
-        gross_usd_micro=usd_micro_from_minor(
-            pl.col("amount_minor"), pl.col("usd_per_unit_micro"), pl.col("_exponent")
-        ),
+        _gross_numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
+        _gross_divisor=pl.lit(10, dtype=pl.Int64).pow(pl.col("_exponent")),
         units_in_period=pl.col("units").sum().over("_key"),
         _rate=pl.lit(pl.Series(rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_units=pl.lit(pl.Series(esc_units_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_rate=pl.lit(pl.Series(esc_rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
+    ).with_columns(
+        gross_usd_micro=div_half_even(pl.col("_gross_numerator"), pl.col("_gross_divisor")),
     )
     missing_terms = coded.filter(pl.col("_rate").is_null())
     if missing_terms.height:
@@ -416,9 +425,20 @@ def line_royalties(
         coded.with_columns(rate_ppm=applied)
         .with_columns(
             escalated=pl.col("rate_ppm") != pl.col("_rate"),
-            royalty_micro=royalty_micro_from_gross(pl.col("gross_usd_micro"), pl.col("rate_ppm")),
+            _royalty_numerator=pl.col("gross_usd_micro") * pl.col("rate_ppm"),
         )
-        .drop("_currency", "_exponent", "_key", "_rate", "_esc_units", "_esc_rate")
+        .with_columns(royalty_micro=div_half_even(pl.col("_royalty_numerator"), PPM))
+        .drop(
+            "_currency",
+            "_exponent",
+            "_key",
+            "_rate",
+            "_esc_units",
+            "_esc_rate",
+            "_gross_numerator",
+            "_gross_divisor",
+            "_royalty_numerator",
+        )
     )
 
 

@@ -220,7 +220,17 @@ def compute_truth(
     """The answer key from the world tables and the anomaly registry (see engine rules)."""
     lines = world["statement_lines"]
     flagged = anomalies.filter(pl.col("flaggable")).select("line_id")
-    clean = lines.join(flagged, on="line_id", how="anti")
+    needed = (
+        "line_id",
+        "statement_id",
+        "period",
+        "isrc",
+        "channel",
+        "units",
+        "amount_minor",
+        "currency",
+    )
+    clean = lines.select(needed).join(flagged, on="line_id", how="anti", maintain_order="left")
     deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
     terms = engine.resolve_terms(world["contracts"], world["contract_rates"], PERIODS)
     royalties = engine.line_royalties(clean, deals, terms, world["fx_rates"], PERIODS)
@@ -241,7 +251,8 @@ def compute_truth(
             escalated=pl.col("escalated").any(),
             line_count=pl.len().cast(pl.Int64),
         )
-        .join(deal_strings, on="deal_index", how="left")
+        .sort(["deal_index", "period_index", "channel_code"])
+        .join(deal_strings, on="deal_index", how="left", maintain_order="left")
         .with_columns(
             period=pl.lit(periods).gather(pl.col("period_index")),
             channel=pl.lit(channels).gather(pl.col("channel_code")),
@@ -261,7 +272,6 @@ def compute_truth(
             "artist_id",
             "line_count",
         )
-        .sort(["isrc", "period", "channel"])
     )
 
     units = track_period.group_by(["contract_id", "channel", "period"]).agg(

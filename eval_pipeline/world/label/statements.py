@@ -572,20 +572,27 @@ def clean_lines(
             expected * pl.col("combo_weight") * noise // (weight_total * 1_000),
         ),
         unit_price=pl.col("price_micro_minor") * price_noise // 1_000,
+        # Sync placements: a fee drawn from a ladder (low bits of the line's draw).
+        fee_draw=low_below(pl.col("u_line"), sum(w for _, w in SYNC_FEES_CENTS)),
     )
-    # Sync placements: one unit, a fee drawn from a ladder (low bits of the line's draw).
-    fee_draw = low_below(pl.col("u_line"), sum(w for _, w in SYNC_FEES_CENTS))
     fee: pl.Expr = pl.lit(SYNC_FEES_CENTS[-1][0], dtype=pl.Int64)
     running = sum(w for _, w in SYNC_FEES_CENTS)
     for cents, weight in reversed(SYNC_FEES_CENTS):
         running -= weight
-        fee = pl.when(fee_draw >= running).then(pl.lit(cents, dtype=pl.Int64)).otherwise(fee)
+        fee = (
+            pl.when(pl.col("fee_draw") >= running)
+            .then(pl.lit(cents, dtype=pl.Int64))
+            .otherwise(fee)
+        )
     is_sync = pl.col("channel_code") == CHANNELS.index("sync")
+    # The half-even helper reads its numerator several times: materialize it first.
     lines = lines.with_columns(
         units=pl.when(is_sync).then(pl.lit(1, dtype=pl.Int64)).otherwise(pl.col("units")),
+        amount_numerator=pl.col("units") * pl.col("unit_price"),
+    ).with_columns(
         amount_minor=pl.when(is_sync)
         .then(fee)
-        .otherwise(div_half_even(pl.col("units") * pl.col("unit_price"), 1_000_000)),
+        .otherwise(div_half_even(pl.col("amount_numerator"), 1_000_000)),
     )
     return lines.select(
         pl.col("tmp").cast(pl.Int64),
