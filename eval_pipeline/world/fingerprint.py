@@ -50,7 +50,11 @@ def _column_texts(df: pl.DataFrame) -> list[str]:
         else:
             # Integers, booleans, dates render without commas and never as "": a null is "".
             exprs.append(column.cast(pl.String).fill_null("").str.join(","))
-    rendered = df.select(expr.alias(f"c{i}") for i, expr in enumerate(exprs)).row(0)
+    # Two columns per pass: both cores busy, and only two columns' text held at a time.
+    rendered: list[object] = []
+    for start in range(0, len(exprs), 2):
+        batch = exprs[start : start + 2]
+        rendered.extend(df.select(e.alias(f"c{i}") for i, e in enumerate(batch)).row(0))
     texts: list[str] = []
     for (name, dtype), value in zip(df.schema.items(), rendered, strict=True):
         text = "" if value is None else str(value)

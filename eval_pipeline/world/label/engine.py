@@ -319,17 +319,22 @@ def line_royalties(
     terms: pl.DataFrame,
     fx_rates: pl.DataFrame,
     periods: Sequence[str],
+    keep: Sequence[str] = ("line_id",),
+    include: pl.Series | None = None,
 ) -> pl.DataFrame:
     """Rules 2, 5 and 6 over clean statement lines, in the lines' own row order.
 
     ``lines`` needs isrc, period, channel, currency, units, amount_minor; ``deals`` is
-    :func:`deals_in_force`; ``terms`` is :func:`resolve_terms` over ``periods``. Every line
-    must have a known ISRC, period, channel and FX rate, or WorldError names a sample.
+    :func:`deals_in_force`; ``terms`` is :func:`resolve_terms` over ``periods``. If
+    ``include`` (a Boolean Series aligned with ``lines``) is given, only those lines count
+    (rule 1: pass the lines that are not flaggable anomalies). Every counted line must
+    have a known ISRC, period, channel and FX rate, or WorldError names a sample.
 
-    Adds integer columns (lookups are dense-array gathers, so no string column moves):
-    deal_index (row of ``deals``), period_index, channel_code (index in CHANNELS),
-    usd_per_unit_micro, gross_usd_micro, units_in_period, rate_ppm (the rate applied),
-    escalated (bool), royalty_micro.
+    Returns the ``keep`` columns of ``lines``, units and amount_minor, and integer columns
+    (lookups are dense-array gathers, so no string column moves): deal_index (row of
+    ``deals``), period_index, channel_code (index in CHANNELS), usd_per_unit_micro,
+    gross_usd_micro, units_in_period, rate_ppm (the rate applied), escalated (bool),
+    royalty_micro.
     """
     isrc_codes = _dense_codes(deals.get_column("isrc").to_list(), "ISRC")
     period_codes = _dense_codes(list(periods), "period")
@@ -365,31 +370,42 @@ def line_royalties(
             pl.col(column)
             .cast(pl.Enum(list(categories)), strict=False)
             .to_physical()
-            .cast(pl.Int64)
+            .cast(pl.Int32)
         )
 
-    coded = lines.with_columns(
+    def sample(mask: pl.Series, columns: Sequence[str]) -> list[dict[str, Any]]:
+        source = lines if include is None else lines.filter(include)
+        return source.filter(mask).select(columns).head(3).to_dicts()
+
+    # Only integer columns from here on (plus ``keep``), dropped as soon as they are used:
+    # at 10x scale every Int64 column of the lines is 37 MB.
+    coded = lines.select(
+        *keep,
+        "units",
+        "amount_minor",
         deal_index=code("isrc", list(isrc_codes)),
         period_index=code("period", periods),
         channel_code=code("channel", CHANNELS),
         _currency=code("currency", currency_list),
     )
-    unknown = coded.filter(
+    if include is not None:
+        coded = coded.filter(include)
+    unknown = coded.select(
         pl.any_horizontal(
             pl.col(c).is_null() for c in ("deal_index", "period_index", "channel_code", "_currency")
         )
-    )
-    if unknown.height:
-        sample = unknown.select("isrc", "period", "channel", "currency").head(3).to_dicts()
+    ).to_series()
+    if unknown.any():
         raise WorldError(
-            f"{unknown.height} clean line(s) have an unknown ISRC, period, channel or "
-            f"currency, e.g. {sample}"
+            f"{unknown.sum()} clean line(s) have an unknown ISRC, period, channel or "
+            f"currency, e.g. {sample(unknown, ('isrc', 'period', 'channel', 'currency'))}"
         )
-    coded = coded.with_columns(
+    coded = coded.select(
+        pl.exclude("_currency"),
         usd_per_unit_micro=pl.lit(pl.Series(fx_dense, dtype=pl.Int64)).gather(
             pl.col("period_index") * n_currencies + pl.col("_currency")
         ),
-        _exponent=pl.lit(pl.Series([CURRENCY_EXPONENTS[c] for c in currency_list])).gather(
+        _divisor=pl.lit(pl.Series([10 ** CURRENCY_EXPONENTS[c] for c in currency_list])).gather(
             pl.col("_currency")
         ),
         _key=(
@@ -398,47 +414,44 @@ def line_royalties(
         * n_periods
         + pl.col("period_index"),
     )
-    missing_fx = coded.filter(pl.col("usd_per_unit_micro").is_null())
-    if missing_fx.height:
-        sample = missing_fx.select("period", "currency").unique().sort("period").head(3).to_dicts()
-        raise WorldError(f"no FX rate for {missing_fx.height} line(s), e.g. {sample}")
+    missing_fx = coded.get_column("usd_per_unit_micro").is_null()
+    if missing_fx.any():
+        raise WorldError(
+            f"no FX rate for {missing_fx.sum()} line(s), e.g. "
+            f"{sample(missing_fx, ('period', 'currency'))}"
+        )
     # Materialize the products first: the half-even helper reads its numerator several
     # times, and an eager polars expression would recompute a nested one each time.
-    coded = coded.with_columns(
-        _gross_numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
-        _gross_divisor=pl.lit(10, dtype=pl.Int64).pow(pl.col("_exponent")),
+    coded = coded.select(
+        pl.exclude("_divisor", "_key"),
+        _numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
+        _divisor=pl.col("_divisor"),
         units_in_period=pl.col("units").sum().over("_key"),
         _rate=pl.lit(pl.Series(rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_units=pl.lit(pl.Series(esc_units_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_rate=pl.lit(pl.Series(esc_rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
-    ).with_columns(
-        gross_usd_micro=div_half_even(pl.col("_gross_numerator"), pl.col("_gross_divisor")),
     )
-    missing_terms = coded.filter(pl.col("_rate").is_null())
-    if missing_terms.height:
-        sample = missing_terms.select("isrc", "channel", "period").head(3).to_dicts()
-        raise WorldError(f"no contract terms for {missing_terms.height} line(s), e.g. {sample}")
-    applied = applicable_rate_ppm_expr(
-        pl.col("units_in_period"), pl.col("_rate"), pl.col("_esc_units"), pl.col("_esc_rate")
+    missing_terms = coded.get_column("_rate").is_null()
+    if missing_terms.any():
+        raise WorldError(
+            f"no contract terms for {missing_terms.sum()} line(s), e.g. "
+            f"{sample(missing_terms, ('isrc', 'channel', 'period'))}"
+        )
+    coded = coded.select(
+        pl.exclude("_numerator", "_divisor", "_esc_units", "_esc_rate"),
+        gross_usd_micro=div_half_even(pl.col("_numerator"), pl.col("_divisor")),
+        rate_ppm=applicable_rate_ppm_expr(
+            pl.col("units_in_period"), pl.col("_rate"), pl.col("_esc_units"), pl.col("_esc_rate")
+        ),
     )
-    return (
-        coded.with_columns(rate_ppm=applied)
-        .with_columns(
-            escalated=pl.col("rate_ppm") != pl.col("_rate"),
-            _royalty_numerator=pl.col("gross_usd_micro") * pl.col("rate_ppm"),
-        )
-        .with_columns(royalty_micro=div_half_even(pl.col("_royalty_numerator"), PPM))
-        .drop(
-            "_currency",
-            "_exponent",
-            "_key",
-            "_rate",
-            "_esc_units",
-            "_esc_rate",
-            "_gross_numerator",
-            "_gross_divisor",
-            "_royalty_numerator",
-        )
+    coded = coded.select(
+        pl.exclude("_rate"),
+        escalated=pl.col("rate_ppm") != pl.col("_rate"),
+        _numerator=pl.col("gross_usd_micro") * pl.col("rate_ppm"),
+    )
+    return coded.select(
+        pl.exclude("_numerator"),
+        royalty_micro=div_half_even(pl.col("_numerator"), PPM),
     )
 
 

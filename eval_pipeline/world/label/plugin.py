@@ -220,20 +220,25 @@ def compute_truth(
     """The answer key from the world tables and the anomaly registry (see engine rules)."""
     lines = world["statement_lines"]
     flagged = anomalies.filter(pl.col("flaggable")).select("line_id")
-    needed = (
-        "line_id",
-        "statement_id",
-        "period",
-        "isrc",
-        "channel",
-        "units",
-        "amount_minor",
-        "currency",
-    )
-    clean = lines.select(needed).join(flagged, on="line_id", how="anti", maintain_order="left")
     deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
     terms = engine.resolve_terms(world["contracts"], world["contract_rates"], PERIODS)
-    royalties = engine.line_royalties(clean, deals, terms, world["fx_rates"], PERIODS)
+    statement_ids = world["statements"].get_column("statement_id").sort()
+    # Rule 1 as a mask, and the statement as a code: no copy of the lines' string columns.
+    include = lines.select(~pl.col("line_id").is_in(flagged.get_column("line_id"))).to_series()
+    coded_lines = lines.with_columns(
+        statement_index=pl.col("statement_id")
+        .cast(pl.Enum(statement_ids.to_list()), strict=False)
+        .to_physical()
+    )
+    royalties = engine.line_royalties(
+        coded_lines,
+        deals,
+        terms,
+        world["fx_rates"],
+        PERIODS,
+        keep=("line_id", "statement_index"),
+        include=include,
+    )
 
     # Aggregate on integer codes first, attach the strings to the (much smaller) result.
     deal_strings = deals.with_row_index("deal_index").with_columns(
@@ -331,11 +336,16 @@ def compute_truth(
         .group_by("statement_id")
         .agg(flaggable_lines=pl.len().cast(pl.Int64))
     )
-    clean_totals = royalties.group_by("statement_id").agg(
-        clean_lines=pl.len().cast(pl.Int64),
-        clean_amount_minor=pl.col("amount_minor").sum(),
-        gross_usd_micro=pl.col("gross_usd_micro").sum(),
-        royalty_micro=pl.col("royalty_micro").sum(),
+    clean_totals = (
+        royalties.group_by("statement_index")
+        .agg(
+            clean_lines=pl.len().cast(pl.Int64),
+            clean_amount_minor=pl.col("amount_minor").sum(),
+            gross_usd_micro=pl.col("gross_usd_micro").sum(),
+            royalty_micro=pl.col("royalty_micro").sum(),
+        )
+        .with_columns(statement_id=pl.lit(statement_ids).gather(pl.col("statement_index")))
+        .drop("statement_index")
     )
     statement_totals = (
         world["statements"]

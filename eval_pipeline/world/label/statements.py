@@ -544,7 +544,11 @@ def clean_lines(
             j=pl.int_ranges(0, pl.col("k")),
         )
         .explode("j")
-        .with_columns(
+        .select(
+            "stmt_index",
+            "track_index",
+            "streams",
+            "pair_id",
             combo_id=pl.col("combo_base")
             + (pl.col("a") * pl.col("j") + pl.col("b")) % pl.col("window"),
             line_counter=pl.col("pair_id") * 4_096 + pl.col("j"),
@@ -566,7 +570,13 @@ def clean_lines(
     expected = pl.col("streams") * pl.col("units_per_million") // 1_000_000
     noise = 700 + high_below(pl.col("u_line"), 601)
     price_noise = 950 + low_below(pl.col("u_line"), 101)
-    lines = lines.with_columns(
+    # Keep only what the next steps read (at 10x scale every Int64 column is 37 MB).
+    lines = lines.select(
+        "tmp",
+        pl.col("stmt_index").cast(pl.Int32),
+        pl.col("track_index").cast(pl.Int32),
+        pl.col("combo_id").cast(pl.Int32),
+        pl.col("channel_code").cast(pl.Int32),
         units=pl.max_horizontal(
             pl.lit(1, dtype=pl.Int64),
             expected * pl.col("combo_weight") * noise // (weight_total * 1_000),
@@ -589,18 +599,18 @@ def clean_lines(
     lines = lines.with_columns(
         units=pl.when(is_sync).then(pl.lit(1, dtype=pl.Int64)).otherwise(pl.col("units")),
         amount_numerator=pl.col("units") * pl.col("unit_price"),
-    ).with_columns(
-        amount_minor=pl.when(is_sync)
-        .then(fee)
-        .otherwise(div_half_even(pl.col("amount_numerator"), 1_000_000)),
     )
     return lines.select(
         pl.col("tmp").cast(pl.Int64),
         "stmt_index",
         "track_index",
         "combo_id",
+        "channel_code",
         pl.col("units").cast(pl.Int64),
-        pl.col("amount_minor").cast(pl.Int64),
+        amount_minor=pl.when(is_sync)
+        .then(fee)
+        .otherwise(div_half_even(pl.col("amount_numerator"), 1_000_000))
+        .cast(pl.Int64),
     )
 
 
@@ -653,10 +663,6 @@ class _Line:
     units: int
     amount_minor: int
     currency: str
-
-    @staticmethod
-    def from_row(row: dict[str, Any]) -> _Line:
-        return _Line(**{name: row[name] for name in _Line.__dataclass_fields__})
 
 
 def _statement_meta(specs: tuple[DistributorSpec, ...]) -> pl.DataFrame:
@@ -715,23 +721,41 @@ def _attach_strings(
 
 class _Planter:
     """Plants :data:`ANOMALY_PLAN` into the clean lines; every pick is a counter-addressed
-    draw, so the same seed plants the same anomalies in the same lines."""
+    draw, so the same seed plants the same anomalies in the same lines.
+
+    It works on the integer form of the lines (predicates over codes) and spells out a
+    line's strings only for the few lines it touches.
+    """
 
     def __init__(
         self,
         seed: int,
         lines: pl.DataFrame,
+        meta: pl.DataFrame,
         catalog: Catalog,
         specs: tuple[DistributorSpec, ...],
         combos: pl.DataFrame,
         fx: pl.DataFrame,
     ) -> None:
         self.stream = Stream(seed, "label/anomalies")
-        self.lines = lines
+        self.lines = lines.with_columns(dist_index=pl.col("stmt_index") // len(PERIODS))
+        self.meta: list[tuple[str, str, str]] = [
+            (str(a), str(b), str(c))
+            for a, b, c in meta.sort("stmt_index")
+            .select("statement_id", "distributor_id", "period")
+            .iter_rows()
+        ]
         self.catalog = catalog
+        self.isrcs: list[str] = [str(i) for i in catalog.track_facts.get_column("isrc").to_list()]
         self.specs = specs
         self.dist_index = {spec.distributor_id: i for i, spec in enumerate(specs)}
         self.combos = combos
+        self.combo_info: dict[int, tuple[str, str, str]] = {
+            int(c): (str(t), str(o), str(ch))
+            for c, t, o, ch in combos.select(
+                "combo_id", "territory", "outlet", "channel"
+            ).iter_rows()
+        }
         self.fx: dict[tuple[str, str], int] = {
             (str(p), str(c)): int(r)
             for p, c, r in fx.select("period", "currency", "usd_per_unit_micro").iter_rows()
@@ -752,6 +776,39 @@ class _Planter:
             ).iter_rows()
         }
 
+    def dist(self, distributor_id: str) -> pl.Expr:
+        return pl.col("dist_index") == self.dist_index[distributor_id]
+
+    def channel(self, channel: str) -> pl.Expr:
+        return pl.col("channel_code") == CHANNELS.index(channel)
+
+    def in_territory(self, territory: str) -> pl.Expr:
+        ids = sorted(c for c, (t, _, _) in self.combo_info.items() if t == territory)
+        return pl.col("combo_id").is_in(ids)
+
+    def line_at(self, tmp: int) -> _Line:
+        """The line at position ``tmp`` with its strings spelled out."""
+        row = self.lines.row(tmp, named=True)
+        statement_id, distributor_id, period = self.meta[row["stmt_index"]]
+        territory, outlet, channel = self.combo_info[row["combo_id"]]
+        return _Line(
+            tmp=tmp,
+            stmt_index=row["stmt_index"],
+            track_index=row["track_index"],
+            combo_id=row["combo_id"],
+            currency_code=row["currency_code"],
+            statement_id=statement_id,
+            distributor_id=distributor_id,
+            period=period,
+            isrc=self.isrcs[row["track_index"]],
+            channel=channel,
+            territory=territory,
+            outlet=outlet,
+            units=row["units"],
+            amount_minor=row["amount_minor"],
+            currency=SUPPORTED_CURRENCIES[row["currency_code"]],
+        )
+
     def draw(self, bound: int) -> int:
         self.counter += 1
         return self.stream.below(self.counter, bound)
@@ -767,7 +824,7 @@ class _Planter:
             tmp = int(candidates[self.draw(candidates.len())])
             if tmp not in self.used:
                 self.used.add(tmp)
-                return _Line.from_row(self.lines.row(tmp, named=True))
+                return self.line_at(tmp)
         raise WorldError(f"no unused statement line fits a {kind} anomaly")
 
     def insert(self, line: _Line) -> int:
@@ -785,13 +842,13 @@ class _Planter:
         """(territory, outlet) pairs of the line's distributor, in ``channel``, that its track
         has no line for in its statement: inserting one keeps line keys unique."""
         taken = {
-            (str(t), str(o))
-            for t, o in self.lines.filter(
-                (pl.col("stmt_index") == line.stmt_index)
-                & (pl.col("track_index") == line.track_index)
-            )
-            .select("territory", "outlet")
-            .iter_rows()
+            self.combo_info[int(c)][:2]
+            for c in self.lines.select(
+                pl.col("combo_id").filter(
+                    (pl.col("stmt_index") == line.stmt_index)
+                    & (pl.col("track_index") == line.track_index)
+                )
+            ).to_series()
         }
         options = self.combos.filter(
             (pl.col("dist_index") == self.dist_index[line.distributor_id])
@@ -822,7 +879,7 @@ class _Planter:
     # -- the kinds ---------------------------------------------------------------------
 
     def _plant_duplicate(self, i: int, flaggable: bool) -> None:
-        line = self.pick_line("not-sync", pl.col("channel") != "sync")
+        line = self.pick_line("not-sync", ~self.channel("sync"))
         tmp = self.insert(line)
         self.record(
             "duplicate",
@@ -833,7 +890,7 @@ class _Planter:
         )
 
     def _plant_unknown_isrc(self, i: int, flaggable: bool) -> None:
-        line = self.pick_line("not-sync", pl.col("channel") != "sync")
+        line = self.pick_line("not-sync", ~self.channel("sync"))
         known = set(self.catalog.track_facts.get_column("isrc").to_list())
         registrant = _OTHER_REGISTRANTS[i % len(_OTHER_REGISTRANTS)]
         isrc = f"{line.isrc[:2]}{registrant}{line.isrc[5:7]}{90_000 + self.draw(9_999):05d}"
@@ -845,14 +902,12 @@ class _Planter:
 
     def _plant_currency_mismatch(self, i: int, flaggable: bool) -> None:
         if i < 4 and "DST-04" in self.dist_index:
-            line = self.pick_line(
-                "DST-04 GB", (pl.col("distributor_id") == "DST-04") & (pl.col("territory") == "GB")
-            )
+            line = self.pick_line("DST-04 GB", self.dist("DST-04") & self.in_territory("GB"))
             target = "GBP"
         else:
             sellers = [s.distributor_id for s in self.specs if s.lines_per_month >= 1_000]
             seller = sellers[i % len(sellers)]
-            line = self.pick_line(seller, pl.col("distributor_id") == seller)
+            line = self.pick_line(seller, self.dist(seller))
             others = [c for c in SUPPORTED_CURRENCIES if c != line.currency]
             target = others[i % len(others)]
         amount = self._convert(line.amount_minor, line.period, line.currency, target)
@@ -871,9 +926,7 @@ class _Planter:
         )
 
     def _plant_negative_units(self, i: int, flaggable: bool) -> None:
-        line = self.pick_line(
-            "streams", (pl.col("channel") == "streaming") & (pl.col("units") > 10)
-        )
+        line = self.pick_line("streams", self.channel("streaming") & (pl.col("units") > 10))
         tmp = self.mutate(line, units=-line.units)
         self.record(
             "negative_units",
@@ -884,7 +937,7 @@ class _Planter:
         )
 
     def _plant_zero_units_with_amount(self, i: int, flaggable: bool) -> None:
-        line = self.pick_line("paid", (pl.col("channel") != "sync") & (pl.col("amount_minor") > 0))
+        line = self.pick_line("paid", ~self.channel("sync") & (pl.col("amount_minor") > 0))
         tmp = self.mutate(line, units=0)
         self.record(
             "zero_units_with_amount", tmp, None, flaggable, "zero units but a positive amount"
@@ -941,14 +994,16 @@ class _Planter:
             track = popular.row(self.draw(popular.height), named=True)
             period_index = self.draw(len(PERIODS))
             stmt_index = dist * len(PERIODS) + period_index
-            sold = self.lines.filter(
-                (pl.col("stmt_index") == stmt_index)
-                & (pl.col("track_index") == track["track_index"])
-                & (pl.col("channel") == "physical")
-            )
-            if sold.height == 0:
+            sold = self.lines.select(
+                pl.col("tmp").filter(
+                    (pl.col("stmt_index") == stmt_index)
+                    & (pl.col("track_index") == track["track_index"])
+                    & self.channel("physical")
+                )
+            ).to_series()
+            if sold.len() == 0:
                 continue
-            template = _Line.from_row(sold.row(0, named=True))
+            template = self.line_at(int(sold[0]))
             free = self.free_combos(template, "physical")
             if not free:
                 continue
@@ -976,9 +1031,7 @@ class _Planter:
 
     def _plant_territory_near_duplicate(self, i: int, flaggable: bool) -> None:
         for _ in range(100):
-            line = self.pick_line(
-                "DST-01 100+", (pl.col("distributor_id") == "DST-01") & (pl.col("units") >= 100)
-            )
+            line = self.pick_line("DST-01 100+", self.dist("DST-01") & (pl.col("units") >= 100))
             free = [c for c in self.free_combos(line, "streaming") if c["outlet"] == line.outlet]
             if not free:
                 continue
@@ -1011,16 +1064,25 @@ def build_statements(
     isrcs = catalog.track_facts.get_column("isrc")
     clean = clean_lines(seed, scale_ppm, catalog, specs, combos).with_columns(
         currency_code=pl.lit(
-            pl.Series([SUPPORTED_CURRENCIES.index(c) for c in meta.get_column("currency")])
+            pl.Series(
+                [SUPPORTED_CURRENCIES.index(c) for c in meta.get_column("currency")],
+                dtype=pl.Int32,
+            )
         ).gather(pl.col("stmt_index"))
     )
-    planter = _Planter(
-        seed, _attach_strings(clean, meta, combos, isrcs), catalog, specs, combos, fx
-    )
+    planter = _Planter(seed, clean, meta, catalog, specs, combos, fx)
     planter.plant()
     changed = [*planter.mutated.values(), *planter.inserted]
     patch = pl.DataFrame(
-        [{name: getattr(line, name) for name in clean.columns} for line in changed],
+        [
+            {
+                name: CHANNELS.index(line.channel)
+                if name == "channel_code"
+                else getattr(line, name)
+                for name in clean.columns
+            }
+            for line in changed
+        ],
         schema=clean.schema,
     )
     ints = pl.concat([clean.filter(~pl.col("tmp").is_in(list(planter.mutated))), patch])
