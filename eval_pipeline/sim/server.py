@@ -473,12 +473,16 @@ def serve(
         app,
         loop=loop,
         http="httptools",
+        ws="none",
         lifespan="off",
         access_log=False,
         log_level="warning",
         server_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=2,
+        # Longer than any client pool's keep-alive expiry, so the client closes idle
+        # connections first and never reuses one the server is closing (a spurious drop).
+        timeout_keep_alive=120,
         backlog=4096,
     )
 
