@@ -53,6 +53,7 @@ LISTENING_PREFIX = "SIM LISTENING "
 SEED_HEADER = b"x-evalp-seed"
 _RAW_SEND = "evalp.raw_send"
 _JSON = b"application/json"
+_OUTCOME_TYPES = (Reply, ErrorStatus, RawBody, ConnectionDrop)
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,14 @@ class SimState:
             outcome = profile.respond(request)
         except Exception as exc:  # noqa: BLE001 - a profile bug becomes a 500, reported
             print(f"sim: profile {name!r} failed: {exc!r}", file=sys.stderr, flush=True)
-            outcome = ErrorStatus(status=500, message=f"profile {name!r} failed")
+            return ErrorStatus(status=500, message=f"profile {name!r} failed"), request
+        if not isinstance(outcome, _OUTCOME_TYPES):
+            print(
+                f"sim: profile {name!r} returned a {type(outcome).__name__}, not an outcome",
+                file=sys.stderr,
+                flush=True,
+            )
+            return ErrorStatus(status=500, message=f"profile {name!r} failed"), request
         return outcome, request
 
     def _render_reply(

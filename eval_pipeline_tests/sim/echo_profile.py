@@ -23,6 +23,8 @@ class Echo:
     def respond(self, request: SimRequest) -> Outcome:
         if request.last_user_text() == "crash":
             raise RuntimeError("echo profile crashed on purpose")
+        if request.last_user_text() == "junk":
+            return "not an outcome"  # type: ignore[return-value]
         seen = {
             "wire": request.wire_format,
             "profile": request.profile,

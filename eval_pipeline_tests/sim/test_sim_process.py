@@ -133,8 +133,11 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_500(sim: SimHandle) 
     response = post(sim, "anthropic", crash)
     assert response.status_code == 500
     assert response.json()["error"]["type"] == "api_error"
+    junk = {"model": "test-echo", "messages": [{"role": "user", "content": "junk"}]}
+    assert post(sim, "openai", junk).json()["error"]["type"] == "server_error"
     _stdout, stderr = sim.output()
     assert "echo profile crashed on purpose" in stderr
+    assert "returned a str, not an outcome" in stderr
     assert FAKE_KEY not in stderr
     assert sim.health()["profiles"] == ["flaky", "planted", "test-echo", "tool-responder"]
 
