@@ -15,6 +15,7 @@ not in the bytes — chat template, tool-use system prompt — come from the mod
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -50,7 +51,13 @@ class BudgetState(FrozenRecord):
 
 
 class BudgetGate:
-    """Reserve-before-send budget gate; thread-safe, and atomic within an event loop."""
+    """Reserve-before-send budget gate; thread-safe, and atomic within an event loop.
+
+    `reserve` refuses at once when the cap is crossed; `acquire` (async) waits while the
+    amount would fit once calls in flight settle, and refuses only when it cannot fit even
+    if every call in flight cost nothing (landed + amount > cap). Either way the sum of
+    landed spend never exceeds the cap.
+    """
 
     def __init__(self, cap_usd: Decimal) -> None:
         if cap_usd < 0:
@@ -62,22 +69,41 @@ class BudgetGate:
         self._landed = Decimal(0)
         self._refused = 0
         self._ids = itertools.count(1)
+        self._settled: asyncio.Event | None = None
+
+    def _refuse(self, amount_usd: Decimal, what: str) -> BudgetStoppedError:
+        self._refused += 1
+        return BudgetStoppedError(
+            f"budget stop for {what}: worst case ${amount_usd} on top of "
+            f"${self._landed} landed and ${self._reserved_total} reserved "
+            f"would cross the cap of ${self.cap_usd}"
+        )
+
+    def _take(self, amount_usd: Decimal) -> Reservation:
+        reservation = Reservation(id=next(self._ids), amount_usd=amount_usd)
+        self._reserved[reservation.id] = amount_usd
+        self._reserved_total += amount_usd
+        return reservation
 
     def reserve(self, amount_usd: Decimal, what: str = "call") -> Reservation:
         """Set `amount_usd` aside, or raise BudgetStoppedError if it would cross the cap."""
         with self._lock:
-            committed = self._reserved_total + self._landed
-            if committed + amount_usd > self.cap_usd:
-                self._refused += 1
-                raise BudgetStoppedError(
-                    f"budget stop for {what}: worst case ${amount_usd} on top of "
-                    f"${self._landed} landed and ${self._reserved_total} reserved "
-                    f"would cross the cap of ${self.cap_usd}"
-                )
-            reservation = Reservation(id=next(self._ids), amount_usd=amount_usd)
-            self._reserved[reservation.id] = amount_usd
-            self._reserved_total += amount_usd
-            return reservation
+            if self._reserved_total + self._landed + amount_usd > self.cap_usd:
+                raise self._refuse(amount_usd, what)
+            return self._take(amount_usd)
+
+    async def acquire(self, amount_usd: Decimal, what: str = "call") -> Reservation:
+        """Reserve, waiting for calls in flight to settle while the amount could still fit."""
+        while True:
+            with self._lock:
+                if self._landed + amount_usd > self.cap_usd:
+                    raise self._refuse(amount_usd, what)
+                if self._reserved_total + self._landed + amount_usd <= self.cap_usd:
+                    return self._take(amount_usd)
+                if self._settled is None:
+                    self._settled = asyncio.Event()
+                settled = self._settled
+            await settled.wait()
 
     def settle(self, reservation: Reservation, actual_usd: Decimal) -> None:
         """Release the reservation to the actual cost of the call that landed (0 if unbilled)."""
@@ -85,6 +111,9 @@ class BudgetGate:
             amount = self._reserved.pop(reservation.id)
             self._reserved_total -= amount
             self._landed += actual_usd
+            settled, self._settled = self._settled, None
+        if settled is not None:
+            settled.set()
 
     def state(self) -> BudgetState:
         with self._lock:

@@ -215,7 +215,14 @@ class ModelClient:
         attempt = first_attempt
         while True:
             envelope, outcome, response = await self._attempt(
-                request, tag, build, attempt, cache_status, grader, started
+                request,
+                tag,
+                build,
+                attempt,
+                cache_status,
+                grader,
+                started,
+                attempt - first_attempt + 1,
             )
             envelopes.append(envelope)
             session.record(envelope)
@@ -277,6 +284,7 @@ class ModelClient:
         cache_status: CacheStatus,
         grader: Grader | None,
         call_started: float,
+        tries: int,
     ) -> tuple[CallEnvelope, AttemptOutcome | None, ModelResponse | None]:
         session = self.session
         config = self.config
@@ -289,7 +297,7 @@ class ModelClient:
             reservation = None
             if session.budget is not None:
                 try:
-                    reservation = session.budget.reserve(
+                    reservation = await session.budget.acquire(
                         worst.cost_usd, f"{tag.lane}/{tag.case_id}/turn {tag.turn}"
                     )
                 except BudgetStoppedError as stop:
@@ -358,9 +366,9 @@ class ModelClient:
             status = "harness_error"
         else:
             status = "infra_error"
-            delay = backoff_delay_s(config.retry, attempt, outcome.retry_after_ms, session.rng)
+            delay = backoff_delay_s(config.retry, tries, outcome.retry_after_ms, session.rng)
             spent = time.monotonic() - call_started
-            if attempt < config.retry.max_attempts and spent + delay <= config.retry.max_total_s:
+            if tries < config.retry.max_attempts and spent + delay <= config.retry.max_total_s:
                 status = "retried"
                 backoff_ms = delay * 1000
         if status == "retried":
@@ -501,15 +509,25 @@ class CallSession:
     async def __aexit__(self, *_exc: object) -> None:
         await self.aclose()
 
-    def client(self, config: ModelConfig, base_url: str | None = None) -> ModelClient:
-        """The client for `config` (one per config name and session)."""
+    def client(
+        self,
+        config: ModelConfig,
+        base_url: str | None = None,
+        *,
+        transport: Transport | None = None,
+    ) -> ModelClient:
+        """The client for `config` (one per config name and session).
+
+        `transport` replaces the SDK transport (a test double); the key is still read.
+        """
         existing = self._clients.get(config.name)
         if existing is not None:
             return existing
         api_key = config.resolve_api_key()
         self.redact.add(api_key)
-        url = config.resolve_base_url(base_url or self.base_urls.get(config.name))
-        transport = make_transport(config, api_key, url)
+        if transport is None:
+            url = config.resolve_base_url(base_url or self.base_urls.get(config.name))
+            transport = make_transport(config, api_key, url)
         client = ModelClient(self, config, transport)
         self._clients[config.name] = client
         self._configs[config.name] = config

@@ -11,8 +11,9 @@ not a path drop).
 from __future__ import annotations
 
 import email.utils
+import inspect
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -99,11 +100,32 @@ def _headers(config: ModelConfig, request: ModelRequest) -> dict[str, str]:
     return {}
 
 
-def _known(wire: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
-    """The wire body minus `request.extra`, which the SDK sends as `extra_body`."""
-    if not request.extra:
-        return wire
-    return {name: value for name, value in wire.items() if name not in request.extra}
+def _sdk_parameters(method: Callable[..., Any]) -> frozenset[str]:
+    return frozenset(inspect.signature(method).parameters) - {
+        "extra_headers",
+        "extra_query",
+        "extra_body",
+        "timeout",
+        "model",
+        "self",
+    }
+
+
+OPENAI_PARAMETERS = _sdk_parameters(openai.resources.chat.AsyncCompletions.create)
+ANTHROPIC_PARAMETERS = _sdk_parameters(anthropic.resources.AsyncMessages.create)
+
+
+def split_for_sdk(
+    wire: dict[str, Any], accepted: frozenset[str]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Parameters the SDK method takes by name, and the rest (sent as `extra_body`).
+
+    SDK versions drop or rename parameters (anthropic 2.x has no `temperature` argument);
+    what the method does not take still goes into the JSON body, unchanged.
+    """
+    named = {name: value for name, value in wire.items() if name in accepted}
+    rest = {name: value for name, value in wire.items() if name not in accepted}
+    return named, rest or None
 
 
 def _failure(error: Exception) -> AttemptOutcome:
@@ -167,12 +189,13 @@ class OpenAITransport:
         return body
 
     async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+        named, rest = split_for_sdk(wire, OPENAI_PARAMETERS)
         try:
             raw = await self.client.chat.completions.with_raw_response.create(
                 model=self.config.model,
                 extra_headers=_headers(self.config, request),
-                extra_body=request.extra or None,
-                **_known(wire, request),
+                extra_body=rest,
+                **named,
             )
         except openai.APIError as error:
             return _failure(error)
@@ -198,12 +221,13 @@ class AnthropicTransport:
         return body
 
     async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+        named, rest = split_for_sdk(wire, ANTHROPIC_PARAMETERS)
         try:
             raw = await self.client.messages.with_raw_response.create(
                 model=self.config.model,
                 extra_headers=_headers(self.config, request),
-                extra_body=request.extra or None,
-                **_known(wire, request),
+                extra_body=rest,
+                **named,
             )
         except anthropic.APIError as error:
             return _failure(error)

@@ -1,0 +1,132 @@
+"""A planted fake API key appears nowhere written during a run.
+
+Searched: every file written under the test's folder (journal, cache entries and index,
+the DuckDB warehouse file), every text column of the warehouse tables, the captured logs
+of every logger at DEBUG (SDKs and HTTP clients included) and the sim's own output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallTag
+from eval_pipeline.providers.labels import expect_answer
+from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.types import Message, ModelRequest
+from eval_pipeline.providers.warehouse import COLUMNS, TABLE
+from eval_pipeline.providers.wire import openai_body
+from eval_pipeline.sim.process import SimHandle
+from eval_pipeline_tests.providers.conftest import (
+    FAKE_KEY,
+    KEY_ENV,
+    LOOKUP,
+    new_session,
+    sim_config,
+)
+from eval_pipeline_tests.providers.test_provider_planted import planted_request
+
+
+class EchoingAuthFailure:
+    """A provider that echoes the key back in its 401 body, as some real ones do."""
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        return openai_body(request)
+
+    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+        return AttemptOutcome(
+            http_status=401,
+            body=f'{{"error": "Incorrect API key provided: {FAKE_KEY}"}}',
+            cause="harness_4xx",
+            detail=f"HTTP 401 for key {FAKE_KEY}",
+            retry_after_ms=None,
+            response=None,
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+async def a_full_run(sim: SimHandle, tmp_path: Path, warehouse: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    async with new_session(
+        tmp_path, cache=cache, cache_mode="record", warehouse=warehouse
+    ) as session:
+        for api in ("openai_compatible", "anthropic_messages"):
+            planted = session.client(sim_config(sim, "planted", api=api))
+            await asyncio.gather(
+                *(
+                    planted.call(
+                        planted_request(n), CallTag(lane=api, case_id=str(n)), expect_answer("42")
+                    )
+                    for n in range(24)
+                )
+            )
+            responder = session.client(sim_config(sim, "tool-responder", api=api))
+            request = ModelRequest(
+                messages=(Message(role="user", content="look up ART-0001"),),
+                tools=(LOOKUP,),
+                max_tokens=64,
+                seed=5,
+            )
+            await responder.call(request, CallTag(lane=api, case_id="tool"))
+            unknown = sim_config(sim, "no-such-profile", api=api, price_model="tool-responder")
+            not_found = await session.client(unknown).call(
+                request, CallTag(lane=api, case_id="404")
+            )
+            assert not_found.status == "harness_error" and not_found.final.http_status == 404
+        echo = ModelConfig(
+            name="echo", api="openai_chat", provider="echo", model="planted", api_key_env=KEY_ENV
+        )
+        result = await session.client(echo, transport=EchoingAuthFailure()).call(
+            planted_request(20), CallTag(lane="echo", case_id="401")
+        )
+        assert result.status == "harness_error"
+        assert "[REDACTED]" in (result.final.response_body or "")
+
+
+def test_planted_key_is_nowhere_written(
+    sim: SimHandle, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai", "anthropic", "httpx", "httpx2", "httpcore", "eval_pipeline"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    warehouse = tmp_path / "warehouse.duckdb"
+    asyncio.run(a_full_run(sim, tmp_path, warehouse))
+
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert any(p.suffix == ".jsonl" for p in written)
+    assert any(p.suffix == ".duckdb" for p in written)
+    assert any(p.parent.parent.name == "entries" for p in written)
+    for path in written:
+        assert FAKE_KEY.encode() not in path.read_bytes(), f"key found in {path}"
+
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        rows = con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+        assert rows is not None and rows[0] > 48
+        for name, kind in COLUMNS:
+            if kind.startswith("VARCHAR"):
+                found = con.execute(
+                    f"SELECT count(*) FROM {TABLE} WHERE contains({name}, ?)", [FAKE_KEY]
+                ).fetchone()
+                assert found == (0,), f"key found in column {name}"
+
+    assert caplog.records, "DEBUG logging was captured"
+    assert any(
+        "HTTP Request" in r.getMessage() or "Request options" in r.getMessage()
+        for r in caplog.records
+    )
+    for record in caplog.records:
+        assert FAKE_KEY not in record.getMessage()
+        assert FAKE_KEY not in str(record.__dict__)
+    assert FAKE_KEY not in caplog.text
+
+    stdout, stderr = sim.output()
+    assert FAKE_KEY not in stdout and FAKE_KEY not in stderr
