@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from eval_pipeline.fixtures.case import Case
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,22 @@ class WorldPlugin(Protocol):
 
     name: str
     generator_version: str
+    suite_version: str
 
     def generate(self, seed: int, scale: float) -> GeneratedWorld:
         """Build every `world` table from the seed; same inputs give the same bytes."""
         ...
 
+    def world_from_tables(
+        self, seed: int, scale: float, tables: Mapping[str, pl.DataFrame]
+    ) -> GeneratedWorld:
+        """A world read back from storage, its fingerprint recomputed from the tables."""
+        ...
+
     def answer_key(self, world: GeneratedWorld) -> AnswerKey:
         """Compute the `truth` tables from the world's clean data."""
+        ...
+
+    def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
+        """The evaluation cases; every expected value comes from a resolver run on the world."""
         ...

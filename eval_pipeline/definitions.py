@@ -1,0 +1,21 @@
+"""Composes the Dagster definitions; nothing else lives here."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from eval_pipeline.defs.jobs import main_job
+from eval_pipeline.defs.resources import default_resources
+from eval_pipeline.defs.world_assets import (
+    answer_key_asset,
+    fixtures_asset,
+    fixtures_match_world,
+    world_asset,
+)
+
+defs = dg.Definitions(
+    assets=[world_asset, answer_key_asset, fixtures_asset],
+    asset_checks=[fixtures_match_world],
+    jobs=[main_job],
+    resources=default_resources(),
+)

@@ -1,0 +1,1 @@
+"""Dagster glue only: assets, checks, resources, jobs. Domain code lives elsewhere."""

@@ -1,0 +1,43 @@
+"""Resources: where the warehouse, configs and fixtures live for a run."""
+
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from eval_pipeline import paths
+from eval_pipeline.warehouse import connect
+
+
+class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The DuckDB warehouse file. One writer at a time: runs on one file are serialized."""
+
+    path: str
+
+    @contextmanager
+    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        conn = connect(Path(self.path))
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+
+class ProjectSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Which world config to build and where frozen fixture sets go."""
+
+    world_config_path: str
+    fixtures_root: str
+
+
+def default_resources() -> dict[str, object]:
+    return {
+        "warehouse": WarehouseResource(path=str(paths.warehouse_path())),
+        "settings": ProjectSettings(
+            world_config_path=str(paths.default_world_config()),
+            fixtures_root=str(paths.fixtures_root()),
+        ),
+    }

@@ -1,0 +1,108 @@
+"""Assets for the world, its answer key and the frozen fixtures, with their blocking check."""
+
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline import stages
+from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, WORLD_ASSET, WORLD_GROUP
+from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.errors import FixtureIntegrityError
+from eval_pipeline.fixtures.preview import category_preview_markdown
+from eval_pipeline.world import build_world, get_world_plugin, load_world_config
+
+
+@dg.asset(name=WORLD_ASSET, group_name=WORLD_GROUP, kinds={"polars", "duckdb"})
+def world_asset(
+    context: dg.AssetExecutionContext, settings: ProjectSettings, warehouse: WarehouseResource
+) -> dg.MaterializeResult[None]:
+    """The synthetic world, generated from one seed and loaded into the `world` schema."""
+    config = load_world_config(Path(settings.world_config_path))
+    generated = build_world(config)
+    with warehouse.connection() as conn:
+        summary = stages.store_world(conn, generated)
+    context.log.info(
+        f"world {summary.plugin} seed={summary.seed} fingerprint={summary.fingerprint}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "plugin": summary.plugin,
+            "seed": summary.seed,
+            "scale": summary.scale,
+            "world_fingerprint": summary.fingerprint,
+            "row_counts": dg.MetadataValue.json(dict(summary.row_counts)),
+            "dagster/row_count": sum(summary.row_counts.values()),
+            "warehouse": dg.MetadataValue.path(warehouse.path),
+        }
+    )
+
+
+@dg.asset(
+    name=ANSWER_KEY_ASSET, group_name=WORLD_GROUP, deps=[WORLD_ASSET], kinds={"polars", "duckdb"}
+)
+def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+    """Truth tables computed from the clean world data, kept in the `truth` schema."""
+    with warehouse.connection() as conn:
+        world = stages.load_world(conn)
+        answer_key = get_world_plugin(world.plugin).answer_key(world)
+        counts = stages.store_answer_key(conn, answer_key)
+    return dg.MaterializeResult(
+        metadata={
+            "world_fingerprint": world.fingerprint,
+            "answer_key_fingerprint": answer_key.fingerprint,
+            "row_counts": dg.MetadataValue.json(counts),
+            "dagster/row_count": sum(counts.values()),
+        }
+    )
+
+
+@dg.asset(
+    name=FIXTURES_ASSET,
+    group_name=WORLD_GROUP,
+    deps=[WORLD_ASSET, ANSWER_KEY_ASSET],
+    kinds={"json"},
+)
+def fixtures_asset(settings: ProjectSettings, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+    """The suite frozen as a content-addressed fixture set under the fixtures root."""
+    with warehouse.connection() as conn:
+        world = stages.load_world(conn)
+        answer_key = stages.load_answer_key(conn)
+        fixture_set = stages.freeze_suite(world, answer_key, Path(settings.fixtures_root))
+        stages.record_fixture_set(conn, fixture_set)
+    manifest = fixture_set.manifest
+    return dg.MaterializeResult(
+        metadata={
+            "fixture_id": manifest.fixture_id,
+            "path": dg.MetadataValue.path(str(fixture_set.path)),
+            "world_fingerprint": manifest.world.fingerprint,
+            "suite_hash": manifest.suite_hash,
+            "dagster/row_count": manifest.case_count,
+            "core_cases": manifest.core_count,
+            "categories": dg.MetadataValue.md(category_preview_markdown(fixture_set)),
+        }
+    )
+
+
+@dg.asset_check(asset=FIXTURES_ASSET, blocking=True)
+def fixtures_match_world(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """The frozen fixtures verify by hash and were built from the world in the warehouse."""
+    with warehouse.connection() as conn:
+        try:
+            match = stages.check_fixtures_match_world(conn)
+        except FixtureIntegrityError as error:
+            # A tampered or missing set is this check's failure, shown with its cause.
+            return dg.AssetCheckResult(
+                passed=False,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"error": str(error)},
+            )
+    return dg.AssetCheckResult(
+        passed=match.matches,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "fixture_id": match.fixture_id,
+            "fixture_world_fingerprint": match.fixture_world_fingerprint,
+            "warehouse_world_fingerprint": match.warehouse_world_fingerprint,
+        },
+    )

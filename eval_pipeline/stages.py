@@ -1,0 +1,145 @@
+"""The pipeline's stages as plain functions: what each Dagster asset (and the CLI) calls.
+
+Each stage reads its inputs from the DuckDB warehouse, computes with Dagster-free domain
+code, and writes its outputs back, returning a small summary for metadata and printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from eval_pipeline.errors import FixtureIntegrityError, WarehouseError
+from eval_pipeline.fixtures.frozen import (
+    FixtureSet,
+    WorldProvenance,
+    freeze_fixtures,
+    load_fixtures,
+)
+from eval_pipeline.warehouse import (
+    META_SCHEMA,
+    TRUTH_SCHEMA,
+    WORLD_SCHEMA,
+    read_schema,
+    read_table,
+    write_tables,
+)
+from eval_pipeline.world import get_world_plugin
+from eval_pipeline.world.base import AnswerKey, GeneratedWorld
+from eval_pipeline.world.fingerprint import fingerprint_tables
+
+WORLD_INFO_TABLE = "world_info"
+FIXTURE_SETS_TABLE = "fixture_sets"
+
+
+@dataclass(frozen=True)
+class WorldSummary:
+    plugin: str
+    seed: int
+    scale: float
+    fingerprint: str
+    row_counts: Mapping[str, int]
+
+
+def store_world(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> WorldSummary:
+    """Load the world's tables into the `world` schema and record its provenance."""
+    counts = write_tables(conn, WORLD_SCHEMA, world.tables)
+    info = pl.DataFrame(
+        {
+            "plugin": [world.plugin],
+            "generator_version": [world.generator_version],
+            "seed": [world.seed],
+            "scale": [world.scale],
+            "fingerprint": [world.fingerprint],
+        }
+    )
+    write_tables(conn, META_SCHEMA, {WORLD_INFO_TABLE: info})
+    return WorldSummary(world.plugin, world.seed, world.scale, world.fingerprint, counts)
+
+
+def load_world(conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
+    """Read the world back from the warehouse, refusing one whose tables no longer match."""
+    info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
+    plugin = get_world_plugin(info["plugin"])
+    tables = read_schema(conn, WORLD_SCHEMA)
+    world = plugin.world_from_tables(info["seed"], info["scale"], tables)
+    if world.fingerprint != info["fingerprint"]:
+        raise WarehouseError(
+            f"warehouse world tables do not match their recorded fingerprint: recorded "
+            f"{info['fingerprint']}, actual {world.fingerprint}; re-materialize the world"
+        )
+    return world
+
+
+def store_answer_key(conn: duckdb.DuckDBPyConnection, answer_key: AnswerKey) -> dict[str, int]:
+    return write_tables(conn, TRUTH_SCHEMA, answer_key.tables)
+
+
+def load_answer_key(conn: duckdb.DuckDBPyConnection) -> AnswerKey:
+    tables = read_schema(conn, TRUTH_SCHEMA)
+    return AnswerKey(tables=tables, fingerprint=fingerprint_tables(tables, salt=TRUTH_SCHEMA))
+
+
+def world_provenance(world: GeneratedWorld) -> WorldProvenance:
+    return WorldProvenance(
+        plugin=world.plugin,
+        generator_version=world.generator_version,
+        seed=world.seed,
+        scale=world.scale,
+        fingerprint=world.fingerprint,
+    )
+
+
+def freeze_suite(world: GeneratedWorld, answer_key: AnswerKey, root: Path) -> FixtureSet:
+    """Build the plugin's suite on this world and freeze it under `root`."""
+    plugin = get_world_plugin(world.plugin)
+    cases = plugin.build_suite(world, answer_key)
+    return freeze_fixtures(cases, world_provenance(world), plugin.suite_version, root)
+
+
+def record_fixture_set(conn: duckdb.DuckDBPyConnection, fixture_set: FixtureSet) -> None:
+    """Remember which fixture set the current world produced, for the blocking check."""
+    row = pl.DataFrame(
+        {
+            "fixture_id": [fixture_set.fixture_id],
+            "path": [str(fixture_set.path)],
+            "world_fingerprint": [fixture_set.manifest.world.fingerprint],
+            "suite_hash": [fixture_set.manifest.suite_hash],
+        }
+    )
+    write_tables(conn, META_SCHEMA, {FIXTURE_SETS_TABLE: row})
+
+
+@dataclass(frozen=True)
+class FixtureWorldMatch:
+    fixture_id: str
+    fixture_world_fingerprint: str
+    warehouse_world_fingerprint: str
+
+    @property
+    def matches(self) -> bool:
+        return self.fixture_world_fingerprint == self.warehouse_world_fingerprint
+
+
+def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldMatch:
+    """Verify the recorded fixture set's hashes and compare its world with the warehouse's.
+
+    The warehouse fingerprint is recomputed from the tables, not read from the record, so
+    a world changed behind the pipeline's back is caught too.
+    """
+    recorded = read_table(conn, META_SCHEMA, FIXTURE_SETS_TABLE)
+    if recorded.height != 1:
+        raise FixtureIntegrityError("no fixture set recorded for the current world")
+    fixture_set = load_fixtures(Path(recorded["path"][0]))
+    info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
+    plugin = get_world_plugin(info["plugin"])
+    world = plugin.world_from_tables(info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA))
+    return FixtureWorldMatch(
+        fixture_id=fixture_set.fixture_id,
+        fixture_world_fingerprint=fixture_set.manifest.world.fingerprint,
+        warehouse_world_fingerprint=world.fingerprint,
+    )

@@ -1,0 +1,103 @@
+"""The Dagster definitions load, and the world assets materialize on a real instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
+from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.defs.world_assets import (
+    answer_key_asset,
+    fixtures_asset,
+    fixtures_match_world,
+    world_asset,
+)
+
+
+def test_definitions_load() -> None:
+    from eval_pipeline.definitions import defs
+
+    dg.Definitions.validate_loadable(defs)
+    job = defs.resolve_job_def(MAIN_JOB)
+    assert job.name == MAIN_JOB
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {WORLD_ASSET, ANSWER_KEY_ASSET, FIXTURES_ASSET} <= keys
+
+
+@pytest.fixture
+def small_world_config(tmp_path: Path) -> Path:
+    config = tmp_path / "small.yaml"
+    config.write_text("plugin: label\nseed: 11\nscale: 0.05\n")
+    return config
+
+
+def _resources(home: Path, world_config: Path) -> dict[str, object]:
+    return {
+        "warehouse": WarehouseResource(path=str(home / "warehouse.duckdb")),
+        "settings": ProjectSettings(
+            world_config_path=str(world_config), fixtures_root=str(home / "fixtures")
+        ),
+    }
+
+
+def test_world_answer_key_fixtures_materialize_and_check_passes(
+    isolated_state: Path, small_world_config: Path
+) -> None:
+    assets = [world_asset, answer_key_asset, fixtures_asset, fixtures_match_world]
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        result = dg.materialize(
+            assets, instance=instance, resources=_resources(isolated_state, small_world_config)
+        )
+        assert result.success
+        materialized = {
+            event.asset_key.to_user_string() for event in result.get_asset_materialization_events()
+        }
+        assert materialized == {WORLD_ASSET, ANSWER_KEY_ASSET, FIXTURES_ASSET}
+        [check] = result.get_asset_check_evaluations()
+        assert check.passed
+        fixture_id = str(check.metadata["fixture_id"].value)
+        assert (isolated_state / "fixtures" / fixture_id / "manifest.json").is_file()
+        recorded = instance.fetch_materializations(dg.AssetKey(FIXTURES_ASSET), limit=1)
+        assert recorded.records[0].asset_materialization is not None
+
+    conn = duckdb.connect(str(isolated_state / "warehouse.duckdb"), read_only=True)
+    schemas = {
+        row[0] for row in conn.execute("SELECT schema_name FROM duckdb_schemas()").fetchall()
+    }
+    conn.close()
+    assert {"world", "truth", "meta"} <= schemas
+
+
+def test_check_fails_and_blocks_when_world_changed_behind_the_fixtures(
+    isolated_state: Path, small_world_config: Path
+) -> None:
+    resources = _resources(isolated_state, small_world_config)
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        assert dg.materialize(
+            [world_asset, answer_key_asset, fixtures_asset], instance=instance, resources=resources
+        ).success
+        conn = duckdb.connect(str(isolated_state / "warehouse.duckdb"))
+        changed = conn.execute(
+            "UPDATE world.statement_lines SET units = units + 1 "
+            "WHERE line_id = (SELECT min(line_id) FROM world.statement_lines)"
+        ).fetchone()
+        assert changed == (1,)
+        conn.close()
+        result = dg.materialize(
+            [fixtures_match_world],
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.checks(fixtures_match_world),
+            raise_on_error=False,
+        )
+        [check] = result.get_asset_check_evaluations()
+        assert not check.passed
+        assert check.severity == dg.AssetCheckSeverity.ERROR
+        assert (
+            check.metadata["fixture_world_fingerprint"]
+            != check.metadata["warehouse_world_fingerprint"]
+        )
