@@ -1,6 +1,5 @@
 """Resources: where the warehouse, configs and fixtures live for a run."""
 
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

@@ -1,6 +1,5 @@
 """Assets for the world, its answer key and the frozen fixtures, with their blocking check."""
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -63,7 +62,9 @@ def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]
     deps=[WORLD_ASSET, ANSWER_KEY_ASSET],
     kinds={"json"},
 )
-def fixtures_asset(settings: ProjectSettings, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+def fixtures_asset(
+    settings: ProjectSettings, warehouse: WarehouseResource
+) -> dg.MaterializeResult[None]:
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
     with warehouse.connection() as conn:
         world = stages.load_world(conn)
