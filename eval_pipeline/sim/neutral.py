@@ -153,11 +153,18 @@ class SimRequest:
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A 200 reply. ``text_blocks`` empty means no text (OpenAI ``content: null``); each
-    block is one Anthropic text block, joined into one string for OpenAI."""
+    block is one Anthropic text block, joined into one string for OpenAI.
+
+    ``input_tokens``/``output_tokens`` override the simulator's own count (see
+    :mod:`eval_pipeline.sim.tokens`) when a profile wants to report other usage; a reply
+    whose output exceeds the request's ``max_tokens`` is still cut by the server.
+    """
 
     text_blocks: tuple[str, ...] = ()
     tool_calls: tuple[SimToolCall, ...] = ()
     stop: StopKind = "end"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     @classmethod
     def of_text(cls, text: str, stop: StopKind = "end") -> Reply:

@@ -211,8 +211,8 @@ class SimState:
     def _render_reply(
         self, wire: WireFormat, reply: Reply, request: SimRequest, token: str
     ) -> Plan:
+        tokens_in = input_tokens(request) if reply.input_tokens is None else reply.input_tokens
         reply, tokens_out = fit_reply(reply, request.max_tokens)
-        tokens_in = input_tokens(request)
         call_ids = [
             call.id or _tool_call_id(wire, request.body_digest, i)
             for i, call in enumerate(reply.tool_calls)

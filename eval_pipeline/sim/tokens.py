@@ -59,7 +59,10 @@ def input_tokens(request: SimRequest) -> int:
 
 
 def reply_tokens(reply: Reply) -> int:
-    """Output tokens of a reply as written (before any cut at ``max_tokens``)."""
+    """Output tokens of a reply as written (before any cut at ``max_tokens``); the reply's
+    own ``output_tokens`` when its profile set them."""
+    if reply.output_tokens is not None:
+        return reply.output_tokens
     total = END_OF_TURN_TOKENS
     for block in reply.text_blocks:
         total += text_tokens(block)

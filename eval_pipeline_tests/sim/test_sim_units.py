@@ -161,3 +161,11 @@ def test_profile_options_are_validated() -> None:
     assert parse_profile_options("") is None
     with pytest.raises(ProfileError, match="not valid JSON"):
         parse_profile_options("{nope")
+
+
+def test_a_profile_may_report_its_own_usage() -> None:
+    reported = Reply(text_blocks=("ok",), output_tokens=7, input_tokens=1000)
+    assert fit_reply(reported, 100) == (reported, 7)
+    too_long = Reply(text_blocks=("ok",), output_tokens=500)
+    cut, tokens = fit_reply(too_long, 100)
+    assert tokens == 100 and cut.stop == "max_tokens" and cut.text == "ok"
