@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,12 +72,25 @@ def demo() -> None:
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta)")
     click.echo(f"  dagster home {outcome.dagster_home}")
-    click.echo(
-        f"Open the Dagster UI: DAGSTER_HOME={outcome.dagster_home} "
-        "uv run dagster dev -w workspace.yaml"
-    )
+    click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
     if not outcome.success:
         sys.exit(1)
+
+
+@main.command()
+@click.option("--port", type=int, default=3000, show_default=True)
+def ui(port: int) -> None:
+    """Open the Dagster UI on this project's local instance (dagster dev)."""
+    home = paths.dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").touch(exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    dagster = Path(sys.executable).with_name("dagster")
+    workspace = paths.PROJECT_ROOT / "workspace.yaml"
+    click.echo(f"DAGSTER_HOME={home}; serving http://127.0.0.1:{port}")
+    os.execv(
+        dagster, [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    )
 
 
 @main.command()

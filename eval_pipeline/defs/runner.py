@@ -24,12 +24,18 @@ def run_main_job() -> MainJobOutcome:
     """Execute the main job in process on the instance in DAGSTER_HOME (created if needed)."""
     home = paths.dagster_home()
     home.mkdir(parents=True, exist_ok=True)
+    # An empty dagster.yaml means "the defaults, stored in this folder", said explicitly.
+    (home / "dagster.yaml").touch(exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     from eval_pipeline.definitions import defs
 
     job = defs.resolve_job_def(MAIN_JOB)
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        result = job.execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        )
         materializations: dict[str, dict[str, object]] = {}
         for event in result.get_asset_materialization_events():
             materialization = event.step_materialization_data.materialization
