@@ -32,6 +32,20 @@ def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _world_options(command: Callable[P, R]) -> Callable[P, R]:
+    """--config and --seed, shared by every command that builds a world."""
+    command = click.option(
+        "--seed", type=int, default=None, help="Override the config's world seed."
+    )(command)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="World config YAML (default: configs/worlds/label.yaml).",
+    )(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """eval_pipeline: reproducible evaluation experiments on LLM agents.
@@ -94,14 +108,7 @@ def ui(port: int) -> None:
 
 
 @main.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="World config YAML (default: configs/worlds/label.yaml).",
-)
-@click.option("--seed", type=int, default=None, help="Override the config's world seed.")
+@_world_options
 @click.option(
     "--scale",
     type=float,
@@ -142,14 +149,7 @@ def fixtures() -> None:
 
 
 @fixtures.command("freeze")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="World config YAML (default: configs/worlds/label.yaml).",
-)
-@click.option("--seed", type=int, default=None, help="Override the config's world seed.")
+@_world_options
 @click.option(
     "--out",
     "out_root",
