@@ -313,6 +313,27 @@ def _dense_codes(values: Sequence[str], what: str) -> dict[str, int]:
     return codes
 
 
+def _check_int64(what: str, frame: pl.DataFrame, left: str, right: str) -> None:
+    """Refuse rows whose product could leave Int64 (polars would wrap silently).
+
+    The bound is checked in floating point on purpose: it is a guard, not money, and its
+    relative error (1e-16) is far inside the margin kept below 2**63.
+    """
+    if frame.height == 0:
+        return
+    worst = frame.select(
+        (pl.col(left).cast(pl.Float64).abs() * pl.col(right).cast(pl.Float64).abs()).max()
+    ).item()
+    if worst is not None and worst >= _INT64_GUARD:
+        raise WorldError(
+            f"{what} reaches about {worst:.3e}, beyond 64-bit integers; a line that large "
+            "is not a royalty statement line"
+        )
+
+
+_INT64_GUARD = float(2**63 - 2**16)
+
+
 def line_royalties(
     lines: pl.DataFrame,
     deals: pl.DataFrame,
@@ -420,6 +441,7 @@ def line_royalties(
             f"no FX rate for {missing_fx.sum()} line(s), e.g. "
             f"{sample(missing_fx, ('period', 'currency'))}"
         )
+    _check_int64("amount_minor × usd_per_unit_micro", coded, "amount_minor", "usd_per_unit_micro")
     # Materialize the products first: the half-even helper reads its numerator several
     # times, and an eager polars expression would recompute a nested one each time.
     coded = coded.select(
@@ -444,6 +466,7 @@ def line_royalties(
             pl.col("units_in_period"), pl.col("_rate"), pl.col("_esc_units"), pl.col("_esc_rate")
         ),
     )
+    _check_int64("gross_usd_micro × rate_ppm", coded, "gross_usd_micro", "rate_ppm")
     coded = coded.select(
         pl.exclude("_rate"),
         escalated=pl.col("rate_ppm") != pl.col("_rate"),
