@@ -11,11 +11,13 @@ The digest is SHA-256 over a canonical serialization:
   String columns are joined with the ASCII unit separator (counting it afterwards proves
   no value holds one) and followed by the positions of their nulls; if some value does
   hold the separator, the column is instead concatenated and followed by every value's
-  byte length (``-1`` for null). Each column's texts start with a tag naming the form.
+  byte length (``-1`` for null). Each column's texts start with a tag naming the form,
+  and are hashed on their own (SHA-256); the column digests enter the outer hash in order.
 
 Every field is framed with an 8-byte little-endian length, so no two different inputs
-serialize to the same bytes. The rendering is done by vectorized string operations (about
-0.1 s for 470k rows with a dozen columns), never by Python iteration over rows. Floating
+serialize to the same bytes. The rendering is done by vectorized string operations, never
+by Python iteration over rows, and large tables are hashed two columns at a time on two
+threads (about 0.15 s for the 470k-line statement table on two cores). Floating
 point columns are allowed but hashed through their text rendering, which is stable for a
 given polars version; the world tables hold none.
 """
@@ -24,12 +26,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import polars as pl
 
 from eval_pipeline.errors import WorldError
 
-FORMAT_TAG = b"eval-pipeline/fingerprint/v1"
+FORMAT_TAG = b"eval-pipeline/fingerprint/v2"
+_UNIT = "\x1f"  # separates the values of a string column
+_PARALLEL_ROWS = 50_000  # below this, a thread pool costs more than it saves
 
 
 def _frame(hasher: hashlib._Hash, data: bytes) -> None:
@@ -37,49 +43,43 @@ def _frame(hasher: hashlib._Hash, data: bytes) -> None:
     hasher.update(data)
 
 
-_UNIT = "\x1f"  # separates the values of a string column
-
-
-def _column_texts(df: pl.DataFrame) -> list[str]:
-    """The canonical texts of each column, in column order (see the module docstring)."""
-    exprs: list[pl.Expr] = []
-    for name, dtype in df.schema.items():
-        column = pl.col(name)
-        if dtype == pl.String:
-            exprs.append(column.fill_null("").str.join(_UNIT))
-        else:
-            # Integers, booleans, dates render without commas and never as "": a null is "".
-            exprs.append(column.cast(pl.String).fill_null("").str.join(","))
-    # Two columns per pass: both cores busy, and only two columns' text held at a time.
-    rendered: list[object] = []
-    for start in range(0, len(exprs), 2):
-        batch = exprs[start : start + 2]
-        rendered.extend(df.select(e.alias(f"c{i}") for i, e in enumerate(batch)).row(0))
-    texts: list[str] = []
-    for (name, dtype), value in zip(df.schema.items(), rendered, strict=True):
-        text = "" if value is None else str(value)
-        if dtype != pl.String:
-            texts.extend(["text", text])
-            continue
+def _column_digest(df: pl.DataFrame, name: str, dtype: pl.DataType) -> bytes:
+    """SHA-256 of one column's canonical texts (see the module docstring)."""
+    hasher = hashlib.sha256()
+    column = pl.col(name)
+    if dtype != pl.String:
+        # Integers, booleans, dates render without commas and never as "": a null is "".
+        text = df.select(column.cast(pl.String).fill_null("").str.join(",")).item()
+        _frame(hasher, b"text")
+        _frame(hasher, str(text or "").encode())
+        return hasher.digest()
+    text = str(df.select(column.fill_null("").str.join(_UNIT)).item() or "")
+    if text.count(_UNIT) == max(df.height - 1, 0):
         series = df.get_column(name)
         nulls = ""
         if series.null_count():
             nulls = ",".join(str(i) for i in series.is_null().arg_true().to_list())
-        if text.count(_UNIT) == max(df.height - 1, 0):
-            texts.extend(["joined", text, nulls])
-        else:
-            # Some value holds the separator itself: frame the values by their lengths.
-            lengths = df.select(
-                pl.col(name)
-                .str.len_bytes()
-                .cast(pl.Int64)
-                .fill_null(-1)
-                .cast(pl.String)
-                .str.join(",")
-            ).item()
-            concatenated = df.select(pl.col(name).fill_null("").str.join("")).item()
-            texts.extend(["lengths", str(concatenated or ""), str(lengths or "")])
-    return texts
+        _frame(hasher, b"joined")
+        _frame(hasher, text.encode())
+        _frame(hasher, nulls.encode())
+        return hasher.digest()
+    # Some value holds the separator itself: frame the values by their lengths instead.
+    lengths = df.select(
+        column.str.len_bytes().cast(pl.Int64).fill_null(-1).cast(pl.String).str.join(",")
+    ).item()
+    concatenated = df.select(column.fill_null("").str.join("")).item()
+    _frame(hasher, b"lengths")
+    _frame(hasher, str(concatenated or "").encode())
+    _frame(hasher, str(lengths or "").encode())
+    return hasher.digest()
+
+
+def _column_digests(df: pl.DataFrame, pool: ThreadPoolExecutor | None) -> list[bytes]:
+    columns = list(df.schema.items())
+    if pool is None or df.height < _PARALLEL_ROWS:
+        return [_column_digest(df, name, dtype) for name, dtype in columns]
+    # polars and hashlib release the GIL: one column renders while another is hashed.
+    return list(pool.map(lambda item: _column_digest(df, item[0], item[1]), columns))
 
 
 def fingerprint_tables(tables: Mapping[str, pl.DataFrame], salt: str) -> str:
@@ -92,22 +92,22 @@ def fingerprint_tables(tables: Mapping[str, pl.DataFrame], salt: str) -> str:
     _frame(hasher, FORMAT_TAG)
     _frame(hasher, salt.encode())
     _frame(hasher, str(len(tables)).encode())
-    for name in sorted(tables):
-        df = tables[name]
-        _frame(hasher, name.encode())
-        _frame(hasher, str(df.height).encode())
-        _frame(hasher, str(df.width).encode())
-        for column, dtype in df.schema.items():
-            _frame(hasher, column.encode())
-            _frame(hasher, str(dtype).encode())
-        if df.width == 0:
-            continue
-        try:
-            texts = _column_texts(df)
-        except pl.exceptions.PolarsError as error:
-            raise WorldError(
-                f"table {name!r} has a column that cannot be fingerprinted: {error}"
-            ) from error
-        for text in texts:
-            _frame(hasher, text.encode())
+    big = any(df.height >= _PARALLEL_ROWS for df in tables.values())
+    with ThreadPoolExecutor(max_workers=2) if big else nullcontext() as pool:
+        for name in sorted(tables):
+            df = tables[name]
+            _frame(hasher, name.encode())
+            _frame(hasher, str(df.height).encode())
+            _frame(hasher, str(df.width).encode())
+            for column, dtype in df.schema.items():
+                _frame(hasher, column.encode())
+                _frame(hasher, str(dtype).encode())
+            try:
+                digests = _column_digests(df, pool)
+            except pl.exceptions.PolarsError as error:
+                raise WorldError(
+                    f"table {name!r} has a column that cannot be fingerprinted: {error}"
+                ) from error
+            for digest in digests:
+                _frame(hasher, digest)
     return hasher.hexdigest()

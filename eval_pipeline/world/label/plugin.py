@@ -224,7 +224,9 @@ def compute_truth(
     terms = engine.resolve_terms(world["contracts"], world["contract_rates"], PERIODS)
     statement_ids = world["statements"].get_column("statement_id").sort()
     # Rule 1 as a mask, and the statement as a code: no copy of the lines' string columns.
-    include = lines.select(~pl.col("line_id").is_in(flagged.get_column("line_id"))).to_series()
+    include = lines.select(
+        ~pl.col("line_id").is_in(flagged.get_column("line_id").implode())
+    ).to_series()
     coded_lines = lines.with_columns(
         statement_index=pl.col("statement_id")
         .cast(pl.Enum(statement_ids.to_list()), strict=False)

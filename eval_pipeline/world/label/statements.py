@@ -1086,15 +1086,19 @@ def build_statements(
         schema=clean.schema,
     )
     ints = pl.concat([clean.filter(~pl.col("tmp").is_in(list(planter.mutated))), patch])
-    # Lines in a random order within each statement: one UInt64 key, statement in the top
-    # byte, a per-line draw below it; a (vanishingly rare) tie keeps the input order.
+    # Lines in a random order within each statement, by one unique UInt64 key: the
+    # statement in the top 7 bits, 30 random bits, then the line's own position (27 bits),
+    # so no two keys tie and an unstable sort is still deterministic.
+    if len(specs) * len(PERIODS) > 1 << 7 or ints.height > 1 << 27:
+        raise WorldError("too many statements or lines for the line-order key")
     ints = Stream(seed, "label/line-order").add_u64(ints, "tmp", "order")
     ints = (
         ints.with_columns(
-            order=pl.col("stmt_index").cast(pl.UInt64) * pl.lit(1 << 56, dtype=pl.UInt64)
-            + pl.col("order") // pl.lit(1 << 8, dtype=pl.UInt64)
+            order=pl.col("stmt_index").cast(pl.UInt64) * pl.lit(1 << 57, dtype=pl.UInt64)
+            + pl.col("order") // pl.lit(1 << 34, dtype=pl.UInt64) * pl.lit(1 << 27, dtype=pl.UInt64)
+            + pl.col("tmp").cast(pl.UInt64)
         )
-        .sort("order", maintain_order=True)
+        .sort("order")
         .with_row_index("line_id", offset=1)
         .with_columns(pl.col("line_id").cast(pl.Int64))
     )
