@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.errors import WorldError
+from eval_pipeline.world.base import GeneratedWorld
 from eval_pipeline.world.label import engine
 from eval_pipeline.world.label.engine import (
     cents_from_micro,
@@ -280,3 +281,38 @@ def test_periods() -> None:
     assert engine.period_end("2025-02").isoformat() == "2025-02-28"
     with pytest.raises(WorldError, match="YYYY-MM"):
         engine.period_end("2025/02")
+
+
+def test_terms_in_force_follows_amendments(label_world: GeneratedWorld) -> None:
+    tables = label_world.tables
+    amendments = (
+        tables["contracts"]
+        .filter((pl.col("kind") == "amendment") & (pl.col("effective_date").dt.year() == 2025))
+        .sort("contract_id")
+    )
+    amendment = amendments.row(0, named=True)
+    row = (
+        tables["contract_rates"]
+        .filter(pl.col("contract_id") == amendment["contract_id"])
+        .row(0, named=True)
+    )
+    month = amendment["effective_date"].month
+    base_id = amendment["amends_contract_id"]
+    after = engine.terms_in_force(
+        tables["contracts"], tables["contract_rates"], base_id, row["channel"], f"2025-{month:02d}"
+    )
+    assert after.source_contract_id == amendment["contract_id"]
+    assert after.rate_ppm == row["rate_ppm"]
+    if month > 1:
+        before = engine.terms_in_force(
+            tables["contracts"],
+            tables["contract_rates"],
+            base_id,
+            row["channel"],
+            f"2025-{month - 1:02d}",
+        )
+        assert before.source_contract_id != amendment["contract_id"]
+    with pytest.raises(WorldError):
+        engine.terms_in_force(
+            tables["contracts"], tables["contract_rates"], "CON-9999", "sync", "2025-01"
+        )

@@ -264,6 +264,54 @@ def resolve_terms(
     ).sort(["contract_id", "channel", "period"])
 
 
+@dataclass(frozen=True)
+class Terms:
+    """The terms of one base contract and channel in force on a period's last day."""
+
+    contract_id: str
+    channel: str
+    period: str
+    rate_ppm: int
+    escalator_units: int | None
+    escalated_rate_ppm: int | None
+    source_contract_id: str
+
+    def rate_for(self, units_in_period: int) -> int:
+        """Rule 5: the rate applied when the period's units are ``units_in_period``."""
+        return applicable_rate_ppm(
+            units_in_period, self.rate_ppm, self.escalator_units, self.escalated_rate_ppm
+        )
+
+
+def terms_in_force(
+    contracts: pl.DataFrame,
+    contract_rates: pl.DataFrame,
+    contract_id: str,
+    channel: str,
+    period: str,
+) -> Terms:
+    """Rule 4 for one base contract, channel and period (the scalar face of resolve_terms)."""
+    family = contracts.filter(
+        (pl.col("contract_id") == contract_id) | (pl.col("amends_contract_id") == contract_id)
+    )
+    if family.filter(pl.col("kind") == "base").height != 1:
+        raise WorldError(f"no base contract {contract_id!r}")
+    rates = contract_rates.filter(pl.col("contract_id").is_in(family["contract_id"].implode()))
+    resolved = resolve_terms(family, rates, [period]).filter(pl.col("channel") == channel)
+    if resolved.height != 1:
+        raise WorldError(f"contract {contract_id} has no {channel!r} terms in {period}")
+    row = resolved.row(0, named=True)
+    return Terms(
+        contract_id=contract_id,
+        channel=channel,
+        period=period,
+        rate_ppm=row["rate_ppm"],
+        escalator_units=row["escalator_units"],
+        escalated_rate_ppm=row["escalated_rate_ppm"],
+        source_contract_id=row["source_contract_id"],
+    )
+
+
 def deals_in_force(
     tracks: pl.DataFrame, releases: pl.DataFrame, contracts: pl.DataFrame
 ) -> pl.DataFrame:

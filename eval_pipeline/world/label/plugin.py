@@ -100,10 +100,8 @@ class LabelWorld:
 
     @classmethod
     def from_config(cls, config: LabelWorldConfig) -> LabelWorld:
+        """The plugin with a config's settings (generate with ``config.seed``/``scale``)."""
         return cls(currencies=config.currencies)
-
-    def generate_from_config(self, config: LabelWorldConfig) -> GeneratedWorld:
-        return LabelWorld.from_config(config).generate(config.seed, config.scale)
 
     # -- generation ------------------------------------------------------------------
 
