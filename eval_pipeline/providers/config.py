@@ -71,6 +71,11 @@ class ModelConfig(FrozenRecord):
     )
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     max_in_flight: int = Field(default=16, ge=1, le=1024)
+    connections_per_client: int = Field(
+        default=8,
+        ge=1,
+        description="calls in flight per SDK client; more in flight uses more clients",
+    )
     timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     input_token_overhead: int = Field(
