@@ -390,3 +390,26 @@ def test_document_examples_of_the_scalar_face() -> None:
     assert engine.recouped_payable_usd([(124_274_749, 188_655_900)])[1] == engine.cents_to_usd(
         6_438
     )
+
+
+@pytest.mark.parametrize(
+    ("account", "charged_period", "charged_micro", "recouped_before_micro"),
+    [
+        ("ACC-0209", "2025-01", 7_000_000_000, 6_028_854_747),
+        ("ACC-0273", "2025-08", 900_000_000, 775_725_251),
+    ],
+)
+def test_opening_balances_trace_to_charges(
+    label_key: AnswerKey,
+    account: str,
+    charged_period: str,
+    charged_micro: int,
+    recouped_before_micro: int,
+) -> None:
+    ledger = label_key.tables["account_ledger"].filter(pl.col("account_id") == account)
+    charges = ledger.filter(pl.col("charges_micro") != 0)
+    assert charges.select("period", "charges_micro").rows() == [(charged_period, charged_micro)]
+    before = ledger.filter(pl.col("period") < "2025-10")
+    assert before["recouped_micro"].sum() == recouped_before_micro
+    october = ledger.filter(pl.col("period") == "2025-10").row(0, named=True)
+    assert october["balance_before_micro"] == charged_micro - recouped_before_micro
