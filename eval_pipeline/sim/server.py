@@ -139,7 +139,7 @@ class SimState:
                 headers=[
                     (b"content-type", outcome.content_type.encode("latin-1")),
                     (b"content-length", str(len(outcome.body)).encode()),
-                    *_request_id_header(wire, token),
+                    *_request_id_header(wire, "req_" + token),
                 ],
                 body=outcome.body,
             )
