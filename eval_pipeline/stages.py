@@ -30,10 +30,10 @@ from eval_pipeline.warehouse import (
 )
 from eval_pipeline.world import get_world_plugin
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
-from eval_pipeline.world.fingerprint import fingerprint_tables
 
 WORLD_INFO_TABLE = "world_info"
 FIXTURE_SETS_TABLE = "fixture_sets"
+ANSWER_KEY_INFO_TABLE = "answer_key_info"
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,24 @@ def load_world(conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
 
 
 def store_answer_key(conn: duckdb.DuckDBPyConnection, answer_key: AnswerKey) -> dict[str, int]:
-    return write_tables(conn, TRUTH_SCHEMA, answer_key.tables)
+    counts = write_tables(conn, TRUTH_SCHEMA, answer_key.tables)
+    info = pl.DataFrame({"fingerprint": [answer_key.fingerprint]})
+    write_tables(conn, META_SCHEMA, {ANSWER_KEY_INFO_TABLE: info})
+    return counts
 
 
-def load_answer_key(conn: duckdb.DuckDBPyConnection) -> AnswerKey:
-    tables = read_schema(conn, TRUTH_SCHEMA)
-    return AnswerKey(tables=tables, fingerprint=fingerprint_tables(tables, salt=TRUTH_SCHEMA))
+def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
+    """Read the answer key for `world`, refusing truth tables that changed since written."""
+    recorded = str(read_table(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE)["fingerprint"][0])
+    plugin = get_world_plugin(world.plugin)
+    answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
+    if answer_key.fingerprint != recorded:
+        raise WarehouseError(
+            f"warehouse truth tables do not match their recorded fingerprint (recorded "
+            f"{recorded}, actual {answer_key.fingerprint}) or belong to another world; "
+            "re-materialize the answer key"
+        )
+    return answer_key
 
 
 def world_provenance(world: GeneratedWorld) -> WorldProvenance:

@@ -68,7 +68,7 @@ def fixtures_asset(
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
     with warehouse.connection() as conn:
         world = stages.load_world(conn)
-        answer_key = stages.load_answer_key(conn)
+        answer_key = stages.load_answer_key(conn, world)
         fixture_set = stages.freeze_suite(world, answer_key, Path(settings.fixtures_root))
         stages.record_fixture_set(conn, fixture_set)
     manifest = fixture_set.manifest

@@ -59,6 +59,12 @@ class WorldPlugin(Protocol):
         """Compute the `truth` tables from the world's clean data."""
         ...
 
+    def answer_key_from_tables(
+        self, world: GeneratedWorld, tables: Mapping[str, pl.DataFrame]
+    ) -> AnswerKey:
+        """An answer key read back from storage, its fingerprint recomputed."""
+        ...
+
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """The evaluation cases; every expected value comes from a resolver run on the world."""
         ...

@@ -196,10 +196,21 @@ class LabelWorld:
             raise WorldError(f"world is missing table(s): {', '.join(missing)}")
         planted = self._planted_for(world)
         tables = compute_truth(world.tables, planted.anomalies, canary_token(world.seed))
+        return self.answer_key_from_tables(world, tables)
+
+    def answer_key_from_tables(
+        self, world: GeneratedWorld, tables: Mapping[str, pl.DataFrame]
+    ) -> AnswerKey:
+        """An answer key read back from storage: its fingerprint is recomputed, salted with
+        the world's, so a key is only ever equal to the one computed for that world."""
+        missing = [name for name in TRUTH_TABLES if name not in tables]
+        if missing:
+            raise WorldError(f"answer key tables missing: {', '.join(missing)}")
+        chosen = {name: tables[name] for name in TRUTH_TABLES}
         fingerprint = fingerprint_tables(
-            tables, salt=f"truth/{self.name}/{self.generator_version}/{world.fingerprint}"
+            chosen, salt=f"truth/{self.name}/{self.generator_version}/{world.fingerprint}"
         )
-        return AnswerKey(tables=MappingProxyType(tables), fingerprint=fingerprint)
+        return AnswerKey(tables=MappingProxyType(chosen), fingerprint=fingerprint)
 
     # -- suite -----------------------------------------------------------------------
 

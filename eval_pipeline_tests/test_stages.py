@@ -1,0 +1,72 @@
+"""Stages round-trip through the DuckDB warehouse without changing a fingerprint."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from eval_pipeline import stages
+from eval_pipeline.errors import WarehouseError
+from eval_pipeline.warehouse import connect
+from eval_pipeline.world import get_world_plugin
+from eval_pipeline.world.base import AnswerKey, GeneratedWorld
+
+
+@pytest.fixture(scope="module")
+def small() -> tuple[GeneratedWorld, AnswerKey]:
+    plugin = get_world_plugin("label")
+    world = plugin.generate(seed=21, scale=0.03)
+    return world, plugin.answer_key(world)
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    connection = connect(tmp_path / "warehouse.duckdb")
+    yield connection
+    connection.close()
+
+
+def test_world_and_answer_key_survive_the_warehouse(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    world, answer_key = small
+    stages.store_world(conn, world)
+    stages.store_answer_key(conn, answer_key)
+    loaded_world = stages.load_world(conn)
+    assert loaded_world.fingerprint == world.fingerprint
+    loaded_key = stages.load_answer_key(conn, loaded_world)
+    assert loaded_key.fingerprint == answer_key.fingerprint
+
+
+def test_changed_truth_table_is_refused(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    world, answer_key = small
+    stages.store_world(conn, world)
+    stages.store_answer_key(conn, answer_key)
+    conn.execute(
+        "UPDATE truth.artist_ledger SET net_payable_cents = net_payable_cents + 1 "
+        "WHERE artist_id = 'ART-0001' AND period = '2025-01'"
+    )
+    with pytest.raises(WarehouseError, match="truth tables do not match"):
+        stages.load_answer_key(conn, world)
+
+
+def test_changed_world_table_is_refused(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    world, _ = small
+    stages.store_world(conn, world)
+    conn.execute("UPDATE world.artists SET name = 'Someone Else' WHERE artist_id = 'ART-0001'")
+    with pytest.raises(WarehouseError, match="world tables do not match"):
+        stages.load_world(conn)
+
+
+def test_loading_from_an_empty_warehouse_names_what_is_missing(
+    conn: duckdb.DuckDBPyConnection,
+) -> None:
+    with pytest.raises(WarehouseError, match=r"meta\.world_info"):
+        stages.load_world(conn)
