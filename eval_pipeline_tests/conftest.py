@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.world.base import AnswerKey, GeneratedWorld
+from eval_pipeline.world.label import LabelWorld, load_label_config
+
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -19,3 +22,19 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("EVALP_FIXTURES_ROOT", str(home / "fixtures"))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
     yield home
+
+
+@pytest.fixture(scope="session")
+def default_seed() -> int:
+    return load_label_config().seed
+
+
+@pytest.fixture(scope="session")
+def label_world(default_seed: int) -> GeneratedWorld:
+    """The default label world, generated once per test session (about a second)."""
+    return LabelWorld().generate(default_seed, 1.0)
+
+
+@pytest.fixture(scope="session")
+def label_key(label_world: GeneratedWorld) -> AnswerKey:
+    return LabelWorld().answer_key(label_world)
