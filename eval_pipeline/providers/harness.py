@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ import duckdb
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.budget import BudgetGate, worst_case_input_tokens
 from eval_pipeline.providers.cache import (
     KEY_VERSION,
@@ -112,6 +114,12 @@ def backoff_delay_s(
     jittered = ceiling * (1 - policy.jitter * rng.random())
     asked = (retry_after_ms or 0) / 1000
     return max(jittered, asked)
+
+
+def default_journal_path(run_id: str) -> Path:
+    """`<var>/runs/<run id made path-safe>/envelopes.jsonl`."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._") or "run"
+    return var_dir() / "runs" / safe / "envelopes.jsonl"
 
 
 def utc_today() -> date:
@@ -464,7 +472,7 @@ class CallSession:
         self,
         *,
         run_id: str,
-        journal_path: Path,
+        journal_path: Path | None = None,
         price_book: PriceBook | None = None,
         budget: BudgetGate | None = None,
         cache: ResponseCache | None = None,
@@ -481,7 +489,7 @@ class CallSession:
         if cache_mode != "off" and cache is None:
             raise ProviderError(f"cache mode {cache_mode!r} needs a ResponseCache")
         self.run_id = run_id
-        self.journal = EnvelopeJournal(journal_path, fsync=fsync)
+        self.journal = EnvelopeJournal(journal_path or default_journal_path(run_id), fsync=fsync)
         self.price_book = price_book or load_price_book()
         self.budget = budget
         self.cache = cache

@@ -196,3 +196,28 @@ def test_infrastructure_and_harness_errors_are_never_cached(sim: SimHandle, tmp_
             return labels
 
     assert asyncio.run(replay()) == ["empty", "right"]
+
+
+def test_the_same_request_from_another_case_is_the_same_answer(
+    sim: SimHandle, tmp_path: Path
+) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    asyncio.run(run_all(sim, tmp_path, "record", cache, "record"))
+    before = sim.request_count()
+
+    async def other_case() -> CallResult:
+        async with new_session(tmp_path, run_id="r4", cache=cache, cache_mode="replay") as s:
+            client = s.client(sim_config(sim, "tool-responder", name="renamed-config"))
+            return await client.call(
+                conversation_requests()[0], CallTag(lane="product", case_id="elsewhere", turn=3)
+            )
+
+    assert asyncio.run(other_case()).final.cache_status == "hit"
+    assert sim.request_count() == before
+
+
+def test_default_journal_path_is_under_var(tmp_path: Path) -> None:
+    from eval_pipeline.providers.harness import default_journal_path
+
+    path = default_journal_path("model-lane/claude|2")
+    assert path.name == "envelopes.jsonl" and path.parent.name == "model-lane_claude_2"
