@@ -95,9 +95,7 @@ def demo() -> None:
 @click.option("--port", type=int, default=3000, show_default=True)
 def ui(port: int) -> None:
     """Open the Dagster UI on this project's local instance (dagster dev)."""
-    home = paths.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch(exist_ok=True)
+    home = paths.prepared_dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     dagster = Path(sys.executable).with_name("dagster")
     workspace = paths.PROJECT_ROOT / "workspace.yaml"

@@ -38,3 +38,14 @@ def dagster_home() -> Path:
     """The Dagster instance folder: `DAGSTER_HOME` or `<var>/dagster_home`."""
     override = os.environ.get("DAGSTER_HOME")
     return Path(override).resolve() if override else var_dir() / "dagster_home"
+
+
+def prepared_dagster_home() -> Path:
+    """The Dagster home, created with a dagster.yaml that keeps the local defaults (SQLite
+    storage in this folder) and turns telemetry off, if it has none yet."""
+    home = dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return home

@@ -22,10 +22,7 @@ class MainJobOutcome:
 
 def run_main_job() -> MainJobOutcome:
     """Execute the main job in process on the instance in DAGSTER_HOME (created if needed)."""
-    home = paths.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    # An empty dagster.yaml means "the defaults, stored in this folder", said explicitly.
-    (home / "dagster.yaml").touch(exist_ok=True)
+    home = paths.prepared_dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     from eval_pipeline.definitions import defs
 
