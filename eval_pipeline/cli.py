@@ -82,9 +82,17 @@ def demo() -> None:
         f" core={fixtures.get('core_cases')}"
     )
     click.echo(f"               {fixtures.get('path')}")
+    calibration = outcome.materializations.get("provider_calibration", {})
+    click.echo(
+        f"  calibration  {calibration.get('calls')} calls to the simulated provider "
+        f"(planted profile), run {calibration.get('calibration_run_id')}"
+    )
+    summary = calibration.get("summary")
+    if isinstance(summary, str):
+        click.echo("\n".join("               " + line for line in summary.splitlines()))
     for check, passed in sorted(outcome.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
-    click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta)")
+    click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
     click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
     if not outcome.success:

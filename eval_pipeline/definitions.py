@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_pipeline.defs.jobs import main_job
+from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
@@ -14,7 +15,7 @@ from eval_pipeline.defs.world_assets import (
 )
 
 defs = dg.Definitions(
-    assets=[world_asset, answer_key_asset, fixtures_asset],
+    assets=[world_asset, answer_key_asset, fixtures_asset, provider_calibration_asset],
     asset_checks=[fixtures_match_world],
     jobs=[main_job],
     resources=default_resources(),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline import paths
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
 from eval_pipeline.world.label import LabelWorld, load_label_config
 
@@ -16,11 +17,11 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     """Point EVALP_HOME, the warehouse, fixtures root and DAGSTER_HOME at a temp folder."""
     home = tmp_path / "evalp_home"
     home.mkdir()
-    (home / "dagster_home").mkdir()
     monkeypatch.setenv("EVALP_HOME", str(home))
     monkeypatch.setenv("EVALP_WAREHOUSE", str(home / "warehouse.duckdb"))
     monkeypatch.setenv("EVALP_FIXTURES_ROOT", str(home / "fixtures"))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    paths.prepared_dagster_home()
     yield home
 
 

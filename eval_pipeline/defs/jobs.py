@@ -9,6 +9,9 @@ from eval_pipeline.defs.keys import MAIN_JOB
 main_job = dg.define_asset_job(
     MAIN_JOB,
     selection=dg.AssetSelection.all(),
-    description="The whole pipeline as far as it is built: world, answer key, fixtures.",
+    description=(
+        "The whole pipeline as far as it is built: world, answer key, fixtures, and the "
+        "call classifier's calibration on the simulated provider."
+    ),
     executor_def=dg.in_process_executor,
 )

@@ -7,3 +7,7 @@ WORLD_ASSET = "world"
 ANSWER_KEY_ASSET = "answer_key"
 FIXTURES_ASSET = "fixtures"
 MAIN_JOB = "evaluation_pipeline"
+
+PROVIDERS_GROUP = "providers"
+PROVIDER_CALIBRATION_ASSET = "provider_calibration"
+PLANTED_LABELS_RECOVERED = "planted_labels_recovered"

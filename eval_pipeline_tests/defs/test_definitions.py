@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
+from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
@@ -101,3 +102,52 @@ def test_check_fails_and_blocks_when_world_changed_behind_the_fixtures(
             check.metadata["fixture_world_fingerprint"]
             != check.metadata["warehouse_world_fingerprint"]
         )
+
+
+def test_provider_calibration_materializes_and_its_check_passes(isolated_state: Path) -> None:
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        result = dg.materialize(
+            [provider_calibration_asset],
+            instance=instance,
+            resources={
+                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb"))
+            },
+        )
+    assert result.success
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == "planted_labels_recovered" and check.passed
+    [event] = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert metadata["calls"].value == 48
+    assert "simulated provider" in str(metadata["provider"].value)
+    conn = duckdb.connect(str(isolated_state / "warehouse.duckdb"), read_only=True)
+    labels = dict(
+        conn.execute("SELECT label, count(*) FROM runs.call_outcomes GROUP BY 1").fetchall()
+    )
+    conn.close()
+    assert labels == {
+        label: 8 for label in ("drop", "empty", "truncated", "schema", "wrong", "right")
+    }
+
+
+def test_provider_calibration_check_fails_when_a_label_is_misread(
+    isolated_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eval_pipeline.providers.calibration as calibration
+
+    # A classifier that files timeouts and 5xx as the model's empty replies.
+    monkeypatch.setattr(
+        calibration, "planted_label", lambda n: "empty" if n < 4 else calibration.LABELS[n // 4]
+    )
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        result = dg.materialize(
+            [provider_calibration_asset],
+            instance=instance,
+            resources={
+                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb"))
+            },
+            raise_on_error=False,
+        )
+    [check] = result.get_asset_check_evaluations()
+    assert not check.passed
+    assert "PLANTED-0: expected empty, got drop" in str(check.metadata["mismatches"].value)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from eval_pipeline.providers.calibration import PLANTED_LOOKUP_TOOL
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.harness import CallSession
-from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.sim.process import SimHandle, running_sim
 
 FAKE_KEY = "sk-evalp-PLANTED-fake-key-0f9e8d7c6b5a4321"
@@ -48,15 +48,7 @@ SIM_OPTIONS: dict[str, Any] = {
         "max_faults_per_request": 4,
     },
 }
-LOOKUP = ToolSpec(
-    name="lookup",
-    description="Look a record up by its id.",
-    input_schema={
-        "type": "object",
-        "properties": {"query": {"type": "string"}},
-        "required": ["query"],
-    },
-)
+LOOKUP = PLANTED_LOOKUP_TOOL
 
 
 @pytest.fixture(scope="session")

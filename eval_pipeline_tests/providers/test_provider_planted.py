@@ -12,26 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.providers.calibration import (
+    PLANTED_EXPECTED,
+    PlantedCalibration,
+    calibrate_planted,
+    planted_request,
+)
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.labels import LABELS, expect_answer, naive_pass
-from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.sim.process import SimHandle
-from eval_pipeline_tests.providers.conftest import LOOKUP, new_session, sim_config
+from eval_pipeline_tests.providers.conftest import new_session, sim_config
 
-EXPECTED = "ANSWER: 42"
-
-
-def planted_request(n: int) -> ModelRequest:
-    return ModelRequest(
-        messages=(
-            Message(role="system", content="Answer with a last line ANSWER: <value>."),
-            Message(role="user", content=f"What is the net payable? PLANTED-{n}"),
-        ),
-        tools=(LOOKUP,) if 8 <= n < 16 else (),
-        max_tokens=64,
-        temperature=0.0,
-        seed=3,
-    )
+EXPECTED = PLANTED_EXPECTED
 
 
 async def run_planted(sim: SimHandle, tmp_path: Path, api: str) -> list[CallResult]:
@@ -81,3 +73,21 @@ def test_naive_rate_is_4_of_24_and_accuracy_on_yield_is_half(
     assert summary.retries == 8
     assert summary.infra_errors == 4
     assert summary.drop_causes == {"5xx": 2, "429": 1, "connect": 1}
+
+
+@pytest.mark.parametrize("api", ["openai_compatible", "anthropic_messages"])
+def test_calibration_report_states_recovery_and_rates(
+    sim: SimHandle, tmp_path: Path, api: str
+) -> None:
+    async def run() -> PlantedCalibration:
+        async with new_session(tmp_path) as session:
+            return await calibrate_planted(session, sim_config(sim, "planted", api=api))
+
+    report = asyncio.run(run())
+    assert report.recovered and report.mismatches == []
+    assert (report.naive_passes, report.total) == (4, 24)
+    assert (report.yield_rate, report.accuracy_on_yield) == ("1/3", "1/2")
+    assert report.infra_errors == 4
+    broken = report.model_copy(update={"observed_labels": ("empty", *report.observed_labels[1:])})
+    assert not broken.recovered
+    assert broken.mismatches == ["PLANTED-0: expected drop, got empty"]
