@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import aiohttp
 import anthropic
 import httpx2  # the HTTP client both SDKs are built on (their `httpx` fork)
 import openai
@@ -35,9 +36,29 @@ def _headers(config: ModelConfig, request: ModelRequest) -> dict[str, str]:
     return {}
 
 
+def _exception_chain(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _is_disconnect(error: BaseException) -> bool:
+    """A connection the server closed, which the SDKs' aiohttp transport reports as a
+    timeout (it maps every aiohttp.ClientConnectionError to ConnectTimeout)."""
+    chain = _exception_chain(error)
+    return any(isinstance(e, aiohttp.ClientConnectionError) for e in chain) and not any(
+        isinstance(e, aiohttp.ServerTimeoutError | TimeoutError) for e in chain
+    )
+
+
 def _failure(error: Exception) -> AttemptOutcome:
     """Sort an SDK exception into a cause; an unknown exception is not swallowed."""
-    if isinstance(error, openai.APITimeoutError | anthropic.APITimeoutError):
+    if isinstance(error, openai.APITimeoutError | anthropic.APITimeoutError) and not (
+        _is_disconnect(error)
+    ):
         return AttemptOutcome(
             http_status=None,
             body=None,
@@ -57,6 +78,8 @@ def _failure(error: Exception) -> AttemptOutcome:
             response=None,
         )
     if isinstance(error, openai.APIConnectionError | anthropic.APIConnectionError):
+        # APITimeoutError is an APIConnectionError: a disconnect mislabelled as a timeout
+        # by the transport lands here, as the connection failure it is.
         cause = error.__cause__
         detail = f"connection error: {type(cause).__name__ if cause else error}"
         return AttemptOutcome(
@@ -88,9 +111,10 @@ class _SdkTransport:
     pool and the mapping of HTTP failures to its exceptions; the body is the one our wire
     adapter built, posted with the SDK's documented custom-request call (`client.post(...,
     cast_to=httpx.Response)`), which skips its typed-parameter transform (1-2 ms of CPU a
-    call) and hands back the raw response. Calls are spread over several SDK clients so
-    that no connection pool holds more than `connections_per_client` connections: the
-    pool's bookkeeping grows with its size and was the client's main cost at 64 in flight.
+    call) and hands back the raw response. The SDKs run on their aiohttp backend
+    (`DefaultAioHttpClient`, the `aiohttp` extra): at 64 calls in flight on two cores it
+    took the harness from 0.70 to 0.83 of the ideal rate. Calls are spread over several
+    SDK clients so that no connection pool holds more than `connections_per_client`.
     """
 
     path = ""
@@ -135,7 +159,11 @@ class OpenAITransport(_SdkTransport):
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
         clients = [
             openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=_timeout(config)
+                api_key=api_key,
+                base_url=base_url,
+                max_retries=0,
+                timeout=_timeout(config),
+                http_client=openai.DefaultAioHttpClient(timeout=_timeout(config)),
             )
             for _ in range(_client_count(config))
         ]
@@ -159,7 +187,11 @@ class AnthropicTransport(_SdkTransport):
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
         clients = [
             anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=_timeout(config)
+                api_key=api_key,
+                base_url=base_url,
+                max_retries=0,
+                timeout=_timeout(config),
+                http_client=anthropic.DefaultAioHttpClient(timeout=_timeout(config)),
             )
             for _ in range(_client_count(config))
         ]
