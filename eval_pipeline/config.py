@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -31,12 +31,16 @@ def validate_config(model_cls: type[ModelT], data: object, source: str) -> Model
         raise ConfigError(describe_validation_error(error, source)) from error
 
 
-def load_yaml_config(model_cls: type[ModelT], path: Path) -> ModelT:
-    """Read a YAML file and validate it; missing or unparsable files raise ConfigError."""
+def read_yaml(path: Path) -> Any:
+    """The parsed YAML file; a missing or unparsable file raises ConfigError naming it."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
-    return validate_config(model_cls, data, str(path))
+
+
+def load_yaml_config(model_cls: type[ModelT], path: Path) -> ModelT:
+    """Read a YAML file and validate it as `model_cls`."""
+    return validate_config(model_cls, read_yaml(path), str(path))

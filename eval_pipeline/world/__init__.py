@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from eval_pipeline.config import validate_config
+from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
@@ -82,12 +81,7 @@ def parse_world_config(data: Any, source: str) -> FrozenRecord:
 def load_world_config(path: Path, *, seed: int | None = None, scale: float | None = None) -> Any:
     """Read a world YAML, apply ``seed``/``scale`` overrides, validate (ConfigError names the
     file and field). Returns the plugin's config model, e.g. ``LabelWorldConfig``."""
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
+    data = read_yaml(path)
     if isinstance(data, dict):
         if seed is not None:
             data["seed"] = seed
