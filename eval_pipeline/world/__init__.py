@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
