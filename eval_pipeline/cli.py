@@ -219,3 +219,7 @@ def sim_serve(
     from eval_pipeline.sim.server import serve
 
     serve(host=host, port=port, seed=seed, latency_ms=latency_ms, profile_options=profile_options)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -66,3 +68,40 @@ def test_freeze_then_verify_then_tamper(tmp_path: Path) -> None:
     code, _, err = invoke("fixtures", "verify", str(folder))
     assert code == 2
     assert "tampered fixture file" in err and str(cases) in err
+
+
+def _freeze_in_new_process(config: Path, out: Path, seed: int) -> str:
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eval_pipeline.cli",
+            "fixtures",
+            "freeze",
+            "--config",
+            str(config),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    found = re.search(r"^fixture_id (fx-[0-9a-f]+)$", completed.stdout, re.MULTILINE)
+    assert found is not None, completed.stdout
+    return found.group(1)
+
+
+def test_fixture_id_is_stable_across_processes_and_follows_the_seed(tmp_path: Path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text("plugin: label\nseed: 5\nscale: 0.02\n")
+    first = _freeze_in_new_process(config, tmp_path / "a", seed=5)
+    second = _freeze_in_new_process(config, tmp_path / "b", seed=5)
+    other = _freeze_in_new_process(config, tmp_path / "c", seed=6)
+    assert first == second
+    assert other != first
+    assert (tmp_path / "a" / first / "cases.jsonl").read_bytes() == (
+        tmp_path / "b" / second / "cases.jsonl"
+    ).read_bytes()
