@@ -81,3 +81,9 @@ def _client() -> httpx.Client:
     if not _CLIENTS:
         _CLIENTS.append(httpx.Client(timeout=10.0, trust_env=False))
     return _CLIENTS[0]
+
+
+def close_clients() -> None:
+    """Close the shared raw client (its pooled sockets outlive the servers otherwise)."""
+    while _CLIENTS:
+        _CLIENTS.pop().close()

@@ -52,17 +52,19 @@ def sim() -> Iterator[SimHandle]:
 
 
 @pytest.fixture
-def oai(sim: SimHandle) -> Any:
-    return openai.OpenAI(
+def oai(sim: SimHandle) -> Iterator[Any]:
+    with openai.OpenAI(
         base_url=sim.openai_base_url, api_key=FAKE_KEY, max_retries=0, timeout=10.0
-    )
+    ) as client:
+        yield client
 
 
 @pytest.fixture
-def ant(sim: SimHandle) -> Any:
-    return anthropic.Anthropic(
+def ant(sim: SimHandle) -> Iterator[Any]:
+    with anthropic.Anthropic(
         base_url=sim.anthropic_base_url, api_key=FAKE_KEY, max_retries=0, timeout=10.0
-    )
+    ) as client:
+        yield client
 
 
 def _openai_turns(first: Any) -> list[dict[str, Any]]:
