@@ -96,13 +96,14 @@ def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> A
     return answer_key
 
 
-def world_provenance(world: GeneratedWorld) -> WorldProvenance:
+def world_provenance(world: GeneratedWorld, answer_key: AnswerKey) -> WorldProvenance:
     return WorldProvenance(
         plugin=world.plugin,
         generator_version=world.generator_version,
         seed=world.seed,
         scale=world.scale,
         fingerprint=world.fingerprint,
+        answer_key_fingerprint=answer_key.fingerprint,
     )
 
 
@@ -110,7 +111,7 @@ def freeze_suite(world: GeneratedWorld, answer_key: AnswerKey, root: Path) -> Fi
     """Build the plugin's suite on this world and freeze it under `root`."""
     plugin = get_world_plugin(world.plugin)
     cases = plugin.build_suite(world, answer_key)
-    return freeze_fixtures(cases, world_provenance(world), plugin.suite_version, root)
+    return freeze_fixtures(cases, world_provenance(world, answer_key), plugin.suite_version, root)
 
 
 def record_fixture_set(conn: duckdb.DuckDBPyConnection, fixture_set: FixtureSet) -> None:
@@ -131,17 +132,23 @@ class FixtureWorldMatch:
     fixture_id: str
     fixture_world_fingerprint: str
     warehouse_world_fingerprint: str
+    fixture_answer_key_fingerprint: str
+    warehouse_answer_key_fingerprint: str
 
     @property
     def matches(self) -> bool:
-        return self.fixture_world_fingerprint == self.warehouse_world_fingerprint
+        return (
+            self.fixture_world_fingerprint == self.warehouse_world_fingerprint
+            and self.fixture_answer_key_fingerprint == self.warehouse_answer_key_fingerprint
+        )
 
 
 def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldMatch:
-    """Verify the recorded fixture set's hashes and compare its world with the warehouse's.
+    """Verify the recorded fixture set's hashes and compare its world and answer key with
+    the warehouse's.
 
-    The warehouse fingerprint is recomputed from the tables, not read from the record, so
-    a world changed behind the pipeline's back is caught too.
+    The warehouse fingerprints are recomputed from the tables, not read from the record, so
+    a world or answer key changed behind the pipeline's back is caught too.
     """
     recorded = read_table(conn, META_SCHEMA, FIXTURE_SETS_TABLE)
     if recorded.height != 1:
@@ -150,8 +157,11 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
     plugin = get_world_plugin(info["plugin"])
     world = plugin.world_from_tables(info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA))
+    answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
     return FixtureWorldMatch(
         fixture_id=fixture_set.fixture_id,
         fixture_world_fingerprint=fixture_set.manifest.world.fingerprint,
         warehouse_world_fingerprint=world.fingerprint,
+        fixture_answer_key_fingerprint=fixture_set.manifest.world.answer_key_fingerprint,
+        warehouse_answer_key_fingerprint=answer_key.fingerprint,
     )

@@ -105,5 +105,7 @@ def fixtures_match_world(warehouse: WarehouseResource) -> dg.AssetCheckResult:
             "fixture_id": match.fixture_id,
             "fixture_world_fingerprint": match.fixture_world_fingerprint,
             "warehouse_world_fingerprint": match.warehouse_world_fingerprint,
+            "fixture_answer_key_fingerprint": match.fixture_answer_key_fingerprint,
+            "warehouse_answer_key_fingerprint": match.warehouse_answer_key_fingerprint,
         },
     )

@@ -151,3 +151,35 @@ def test_provider_calibration_check_fails_when_a_label_is_misread(
     [check] = result.get_asset_check_evaluations()
     assert not check.passed
     assert "PLANTED-0: expected empty, got drop" in str(check.metadata["mismatches"].value)
+
+
+def test_check_fails_when_the_answer_key_changed_behind_the_fixtures(
+    isolated_state: Path, small_world_config: Path
+) -> None:
+    resources = _resources(isolated_state, small_world_config)
+    assets = [world_asset, answer_key_asset, fixtures_asset, fixtures_match_world]
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        assert dg.materialize(assets, instance=instance, resources=resources).success
+        conn = duckdb.connect(str(isolated_state / "warehouse.duckdb"))
+        conn.execute(
+            "UPDATE truth.artist_ledger SET net_payable_cents = net_payable_cents + 1 "
+            "WHERE artist_id = (SELECT min(artist_id) FROM truth.artist_ledger)"
+        )
+        conn.close()
+        result = dg.materialize(
+            assets,
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.checks(fixtures_match_world),
+            raise_on_error=False,
+        )
+        [check] = result.get_asset_check_evaluations()
+        assert not check.passed
+        assert (
+            check.metadata["fixture_answer_key_fingerprint"]
+            != check.metadata["warehouse_answer_key_fingerprint"]
+        )
+        assert (
+            check.metadata["fixture_world_fingerprint"]
+            == check.metadata["warehouse_world_fingerprint"]
+        )

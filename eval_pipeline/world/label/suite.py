@@ -204,6 +204,12 @@ def _distributor_channel_units(data: LabelData, p: Mapping[str, str]) -> str:
 @resolver("statement_total")
 def _statement_total(data: LabelData, p: Mapping[str, str]) -> str:
     rows = data.table("statement_lines").filter(pl.col("statement_id") == p["statement_id"])
+    foreign = rows.filter(pl.col("currency") != p["currency"])
+    if foreign.height:
+        raise WorldError(
+            f"statement {p['statement_id']} has {foreign.height} line(s) not in "
+            f"{p['currency']}: a single-currency total is not defined"
+        )
     return minor_text(int(rows["amount_minor"].sum()), p["currency"])
 
 
@@ -614,7 +620,17 @@ def _sql_analytics(b: _SuiteBuilder) -> None:
             trace_checks=(TRACE_SQL_CLEAN,),
             first_call=_sql_call(),
         )
-    statements = b.data.table("statements").sort("statement_id")
+    # Only statements whose every line is in the statement's currency have a total in it.
+    mixed = (
+        b.data.table("statement_lines")
+        .join(b.data.table("statements").select("statement_id", "currency"), on="statement_id")
+        .filter(pl.col("currency") != pl.col("currency_right"))
+        .select("statement_id")
+        .unique()
+    )
+    statements = (
+        b.data.table("statements").join(mixed, on="statement_id", how="anti").sort("statement_id")
+    )
     for row in b.pick(statements, 5).iter_rows(named=True):
         params = {"statement_id": row["statement_id"], "currency": row["currency"]}
         b.add(
