@@ -8,6 +8,7 @@ into a :class:`ModelResponse` with a `body_problem` instead of an exception.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from eval_pipeline.providers.types import (
@@ -152,9 +153,19 @@ def parse_openai_body(body: str) -> ModelResponse:
                 arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
             )
         )
-    stop_kind: StopKind | None = None
-    if finish_reason is not None:
-        stop_kind = OPENAI_STOP_KINDS.get(finish_reason, "other")
+    return _reply(data, text, calls, finish_reason, OPENAI_STOP_KINDS, usage)
+
+
+def _reply(
+    data: dict[str, Any],
+    text: str | None,
+    calls: list[ToolCall],
+    finish_reason: str | None,
+    stop_kinds: Mapping[str, StopKind],
+    usage: Usage | None,
+) -> ModelResponse:
+    """The wire-neutral reply both formats parse into."""
+    stop_kind = None if finish_reason is None else stop_kinds.get(finish_reason, "other")
     problem: BodyProblem | None = None if (text or calls) else "empty_reply"
     response_id = data.get("id")
     reported = data.get("model")
@@ -278,22 +289,7 @@ def parse_anthropic_body(body: str) -> ModelResponse:
     text = "\n".join(texts) if texts else None
     stop = data.get("stop_reason")
     finish_reason = stop if isinstance(stop, str) else None
-    stop_kind: StopKind | None = None
-    if finish_reason is not None:
-        stop_kind = ANTHROPIC_STOP_KINDS.get(finish_reason, "other")
-    problem: BodyProblem | None = None if (text or calls) else "empty_reply"
-    response_id = data.get("id")
-    reported = data.get("model")
-    return ModelResponse(
-        text=text,
-        tool_calls=tuple(calls),
-        stop_kind=stop_kind,
-        finish_reason=finish_reason,
-        usage=usage,
-        response_id=response_id if isinstance(response_id, str) else None,
-        reported_model=reported if isinstance(reported, str) else None,
-        body_problem=problem,
-    )
+    return _reply(data, text, calls, finish_reason, ANTHROPIC_STOP_KINDS, usage)
 
 
 def _anthropic_usage(raw: object) -> Usage | None:
