@@ -10,7 +10,9 @@ worst case, landed spend can never exceed the cap.
 Worst case: input tokens bounded by the UTF-8 byte length of the serialized request
 (each token of a byte-level tokenizer covers at least one byte; provider-side additions
 not in the bytes — chat template, tool-use system prompt — come from the model config's
-`input_token_overhead`) plus `max_tokens` output tokens, at the tier's prices.
+`input_token_overhead`), each at the dearest input price of the tier (a cache write costs
+more than plain input), plus the output limit the wire body actually carries, at the
+output price.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import threading
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.providers.errors import BudgetStoppedError
+from eval_pipeline.providers.errors import BudgetError, BudgetStoppedError
+from eval_pipeline.providers.types import OUTPUT_LIMIT_KEYS
 from eval_pipeline.records import FrozenRecord
 
 
@@ -31,6 +34,21 @@ def worst_case_input_tokens(wire_body: dict[str, Any], overhead: int = 0) -> int
     text = json.dumps(wire_body, ensure_ascii=False, separators=(",", ":"))
     size = len(text) if text.isascii() else len(text.encode("utf-8"))
     return size + overhead
+
+
+def wire_output_limit(wire_body: dict[str, Any]) -> int:
+    """The output limit the wire body carries: the largest of its limit fields.
+
+    Read from the body that is sent, not from the request, so that nothing added on the
+    way (an `extra` parameter, a transport's own field) can raise the limit unpriced.
+    """
+    limits = [wire_body[key] for key in OUTPUT_LIMIT_KEYS if key in wire_body]
+    if not limits or not all(isinstance(v, int) and not isinstance(v, bool) for v in limits):
+        raise BudgetError(
+            f"the wire body has no integer output limit ({', '.join(OUTPUT_LIMIT_KEYS)}): "
+            "its worst case cannot be bounded"
+        )
+    return int(max(limits))
 
 
 class Reservation(FrozenRecord):

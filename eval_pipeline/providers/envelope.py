@@ -131,19 +131,28 @@ class EnvelopeJournal:
 
 
 def read_journal(path: Path) -> Iterator[CallEnvelope]:
-    """Envelopes of a journal in write order. A torn last line (crash mid-write) is skipped."""
+    """Envelopes of a journal, one per attempt, in the order attempts were first written.
+
+    An attempt is journaled twice: a pre-send record (an interrupted attempt) and then its
+    own envelope, which supersedes it; the last line of an envelope id wins, so an attempt
+    whose process died in flight reads back as interrupted. A torn last line (crash
+    mid-write) is skipped.
+    """
     with path.open(encoding="utf-8") as handle:
         lines = handle.readlines()
+    latest: dict[str, CallEnvelope] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield CallEnvelope.model_validate_json(line)
+            envelope = CallEnvelope.model_validate_json(line)
         except ValidationError as error:
             torn_tail = number == len(lines) and not line.endswith("\n")
             if torn_tail:
-                return
+                break
             raise JournalError(f"{path}:{number}: not a call envelope: {error}") from error
+        latest[envelope.envelope_id] = envelope
+    yield from latest.values()
 
 
 def envelope_row(envelope: CallEnvelope) -> dict[str, object]:

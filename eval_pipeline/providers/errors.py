@@ -46,6 +46,10 @@ class MissingApiKeyError(ProviderError):
     """The environment variable a model config names for its key is not set."""
 
 
+class BudgetError(ProviderError):
+    """A call's worst case cannot be bounded, so it cannot be reserved."""
+
+
 class BudgetStoppedError(ProviderError):
     """A call was refused because its worst-case cost would cross the budget cap."""
 

@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -35,8 +36,13 @@ import duckdb
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.paths import var_dir
-from eval_pipeline.providers.budget import BudgetGate, worst_case_input_tokens
+from eval_pipeline.providers.budget import (
+    BudgetGate,
+    wire_output_limit,
+    worst_case_input_tokens,
+)
 from eval_pipeline.providers.cache import (
     KEY_VERSION,
     CachedReply,
@@ -50,6 +56,7 @@ from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.envelope import CacheStatus, CallEnvelope, EnvelopeJournal
 from eval_pipeline.providers.errors import (
     BudgetStoppedError,
+    PriceError,
     ProviderError,
     ReplayMissError,
 )
@@ -72,6 +79,13 @@ from eval_pipeline.records import FrozenRecord
 log = logging.getLogger(__name__)
 
 RETRYABLE_CAUSES = frozenset({"connect", "timeout", "429", "5xx"})
+UNKNOWN_FATE_CAUSES = frozenset({"connect", "timeout"})
+"""Failures with no HTTP answer: the request may have reached the provider, which bills
+what it received, so until a bill says otherwise the attempt costs its worst case."""
+INTERRUPTED_DETAIL = (
+    "the process ended while this attempt was in flight; the provider may have billed it "
+    "(up to reserved_usd)"
+)
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -137,6 +151,32 @@ def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]
     }
 
 
+def settled_cost(outcome: AttemptOutcome, actual: PriceQuote | None, worst: PriceQuote) -> Decimal:
+    """What the budget counts as spent for one attempt, until a bill says otherwise.
+
+    The priced usage of a landed reply; the worst case for a 200 without usable usage
+    (it is billed) and for a failure without an HTTP answer (connect, timeout: it may have
+    been received and billed); nothing for an HTTP error the provider answered (429,
+    5xx, 4xx are not billed).
+    """
+    if actual is not None:
+        return actual.cost_usd
+    if outcome.cause is None or outcome.cause in UNKNOWN_FATE_CAUSES:
+        return worst.cost_usd
+    return Decimal(0)
+
+
+@dataclass(frozen=True)
+class _AttemptDone:
+    """One attempt's envelope and what `call` needs besides it."""
+
+    envelope: CallEnvelope
+    outcome: AttemptOutcome | None
+    response: ModelResponse | None
+    sent_at: float | None
+    price_error: PriceError | None
+
+
 class _Envelopes:
     """Builds the envelopes of one call (shared fields filled once)."""
 
@@ -168,6 +208,7 @@ class _Envelopes:
         }
         self.run_id = session.run_id
         self.call_id = call_id
+        self.tag = tag
 
     def build(self, attempt: int, **fields: Any) -> CallEnvelope:
         return CallEnvelope(
@@ -175,6 +216,87 @@ class _Envelopes:
             attempt=attempt,
             **self.common,
             **fields,
+        )
+
+    def _without_reply(
+        self,
+        attempt: int,
+        started_at: datetime,
+        day: date,
+        worst: PriceQuote,
+        cache_status: CacheStatus,
+        **fields: Any,
+    ) -> CallEnvelope:
+        return self.build(
+            attempt,
+            final=True,
+            started_at=started_at,
+            call_day=day,
+            elapsed_ms=0.0,
+            http_status=None,
+            retry_after_ms=None,
+            backoff_ms=None,
+            finish_reason=None,
+            stop_kind=None,
+            input_tokens=None,
+            output_tokens=None,
+            price_tier=worst.tier_id,
+            cost_usd=None,
+            reserved_usd=worst.cost_usd,
+            answer=None,
+            cache_status=cache_status,
+            response_body=None,
+            response_json=None,
+            **fields,
+        )
+
+    def unsent(
+        self,
+        attempt: int,
+        started_at: datetime,
+        day: date,
+        worst: PriceQuote,
+        cache_status: CacheStatus,
+        reason: str,
+    ) -> CallEnvelope:
+        """The attempt the budget refused (†): never sent, never scored."""
+        return self._without_reply(
+            attempt,
+            started_at,
+            day,
+            worst,
+            cache_status,
+            status="budget_stopped",
+            failure_cause="budget",
+            failure_detail=reason,
+            label=None,
+            label_reason="budget_stopped",
+            drop_cause=None,
+        )
+
+    def pending(
+        self,
+        attempt: int,
+        started_at: datetime,
+        day: date,
+        worst: PriceQuote,
+        cache_status: CacheStatus,
+    ) -> CallEnvelope:
+        """Journaled just before sending and superseded by the attempt's own envelope: if
+        the process dies in between, this is what the journal keeps — an interrupted
+        attempt (‡), which the provider may have billed."""
+        return self._without_reply(
+            attempt,
+            started_at,
+            day,
+            worst,
+            cache_status,
+            status="infra_error",
+            failure_cause="interrupted",
+            failure_detail=INTERRUPTED_DETAIL,
+            label="drop",
+            label_reason="drop: interrupted",
+            drop_cause="interrupted",
         )
 
 
@@ -198,8 +320,10 @@ class ModelClient:
         """Send `request` (or serve it from the cache) and record every attempt.
 
         Raises ReplayMissError in replay mode when the request is not cached, and
-        PriceError when the model or the day has no price. Infrastructure errors,
-        harness errors and budget stops are results (with their status), not exceptions.
+        PriceError when the model or the day has no price (before sending), or when a
+        landed reply's usage cannot be priced (after its envelope is written and its
+        reservation settled at the worst case). Infrastructure errors, harness errors and
+        budget stops are results (with their status), not exceptions.
         """
         session = self.session
         material = cache_material(self.config, request)
@@ -219,27 +343,31 @@ class ModelClient:
             cache_status = "miss"
 
         envelopes: list[CallEnvelope] = []
-        started = time.monotonic()
+        first_sent: float | None = None
         attempt = first_attempt
         while True:
-            envelope, outcome, response = await self._attempt(
+            done = await self._attempt(
                 request,
-                tag,
                 build,
                 attempt,
                 cache_status,
                 grader,
-                started,
+                first_sent,
                 attempt - first_attempt + 1,
             )
+            if first_sent is None:
+                first_sent = done.sent_at
+            envelope = session.record(done.envelope)
             envelopes.append(envelope)
-            session.record(envelope)
+            if done.price_error is not None:
+                raise done.price_error
             if envelope.status == "retried":
                 await session.sleep(float(envelope.backoff_ms or 0) / 1000)
                 attempt += 1
                 continue
             break
         final = envelopes[-1]
+        outcome, response = done.outcome, done.response
         if (
             final.status == "ok"
             and outcome is not None
@@ -283,17 +411,38 @@ class ModelClient:
             )
         )
 
+    def _price_usage(
+        self, outcome: AttemptOutcome, day: date
+    ) -> tuple[PriceQuote | None, PriceError | None]:
+        """The landed reply's cost, or the reason it cannot be priced (raised by `call`
+        once the attempt's envelope is written and its reservation settled)."""
+        response = outcome.response
+        if outcome.cause is not None or response is None or response.usage is None:
+            return None, None
+        usage = response.usage
+        try:
+            quote = self.session.price_book.quote(
+                self.config.priced_as,
+                day,
+                usage.input_tokens,
+                usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+            )
+        except PriceError as error:
+            return None, error
+        return quote, None
+
     async def _attempt(
         self,
         request: ModelRequest,
-        tag: CallTag,
         build: _Envelopes,
         attempt: int,
         cache_status: CacheStatus,
         grader: Grader | None,
-        call_started: float,
+        first_sent: float | None,
         tries: int,
-    ) -> tuple[CallEnvelope, AttemptOutcome | None, ModelResponse | None]:
+    ) -> _AttemptDone:
         session = self.session
         config = self.config
         async with session.slot(config):
@@ -301,71 +450,40 @@ class ModelClient:
             started_at = datetime.now(UTC).replace(tzinfo=None)
             wire = self.transport.wire_body(request)
             bound = worst_case_input_tokens(wire, config.input_token_overhead)
-            worst = session.price_book.quote(config.priced_as, day, bound, request.max_tokens)
+            worst = session.price_book.worst_case(
+                config.priced_as, day, bound, wire_output_limit(wire)
+            )
+            where = f"{build.tag.lane}/{build.tag.case_id}/turn {build.tag.turn}"
             reservation = None
             if session.budget is not None:
                 try:
-                    reservation = await session.budget.acquire(
-                        worst.cost_usd, f"{tag.lane}/{tag.case_id}/turn {tag.turn}"
-                    )
+                    reservation = await session.budget.acquire(worst.cost_usd, where)
                 except BudgetStoppedError as stop:
-                    envelope = build.build(
-                        attempt,
-                        final=True,
-                        started_at=started_at,
-                        call_day=day,
-                        elapsed_ms=0.0,
-                        status="budget_stopped",
-                        http_status=None,
-                        failure_cause="budget",
-                        failure_detail=str(stop),
-                        retry_after_ms=None,
-                        backoff_ms=None,
-                        finish_reason=None,
-                        stop_kind=None,
-                        input_tokens=None,
-                        output_tokens=None,
-                        price_tier=worst.tier_id,
-                        cost_usd=None,
-                        reserved_usd=worst.cost_usd,
-                        label=None,
-                        label_reason="budget_stopped",
-                        drop_cause=None,
-                        answer=None,
-                        cache_status=cache_status,
-                        response_body=None,
-                        response_json=None,
+                    return _AttemptDone(
+                        envelope=build.unsent(
+                            attempt, started_at, day, worst, cache_status, str(stop)
+                        ),
+                        outcome=None,
+                        response=None,
+                        sent_at=None,
+                        price_error=None,
                     )
-                    return envelope, None, None
-            clock_start = time.perf_counter()
+            # Until the outcome says otherwise, the attempt may have cost its worst case.
+            spent_usd = worst.cost_usd
             try:
+                session.record_pending(build.pending(attempt, started_at, day, worst, cache_status))
+                crash_point("harness.sending")
+                sent_at = time.monotonic()
+                clock_start = time.perf_counter()
                 outcome = await self.transport.send(wire, request)
-            except BaseException:
+                elapsed_ms = (time.perf_counter() - clock_start) * 1000
+                actual, price_error = self._price_usage(outcome, day)
+                spent_usd = settled_cost(outcome, actual, worst)
+            finally:
                 if reservation is not None and session.budget is not None:
-                    session.budget.settle(reservation, worst.cost_usd)
-                raise
-            elapsed_ms = (time.perf_counter() - clock_start) * 1000
-            actual: PriceQuote | None = None
-            response = outcome.response
-            if outcome.cause is None and response is not None and response.usage is not None:
-                usage = response.usage
-                actual = session.price_book.quote(
-                    config.priced_as,
-                    day,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                )
-            if reservation is not None and session.budget is not None:
-                # A 200 without usage may still be billed: keep its worst case as spent.
-                landed = (
-                    actual.cost_usd
-                    if actual is not None
-                    else (worst.cost_usd if outcome.cause is None else Decimal(0))
-                )
-                session.budget.settle(reservation, landed)
+                    session.budget.settle(reservation, spent_usd)
 
+        response = outcome.response
         status: CallStatus
         backoff_ms: float | None = None
         if outcome.cause is None:
@@ -375,8 +493,8 @@ class ModelClient:
         else:
             status = "infra_error"
             delay = backoff_delay_s(config.retry, tries, outcome.retry_after_ms, session.rng)
-            spent = time.monotonic() - call_started
-            if tries < config.retry.max_attempts and spent + delay <= config.retry.max_total_s:
+            spent_s = time.monotonic() - (sent_at if first_sent is None else first_sent)
+            if tries < config.retry.max_attempts and spent_s + delay <= config.retry.max_total_s:
                 status = "retried"
                 backoff_ms = delay * 1000
         if status == "retried":
@@ -385,6 +503,9 @@ class ModelClient:
             label = classify(
                 status, response, request.tools, failure_cause=outcome.cause, grader=grader
             )
+        detail = outcome.detail
+        if price_error is not None:
+            detail = f"landed but unpriced (worst case kept as spent): {price_error}"
         envelope = build.build(
             attempt,
             final=status != "retried",
@@ -394,7 +515,7 @@ class ModelClient:
             status=status,
             http_status=outcome.http_status,
             failure_cause=outcome.cause,
-            failure_detail=session.redact.optional(outcome.detail),
+            failure_detail=detail,
             retry_after_ms=outcome.retry_after_ms,
             backoff_ms=backoff_ms,
             finish_reason=response.finish_reason if response else None,
@@ -409,10 +530,16 @@ class ModelClient:
             drop_cause=label.drop_cause,
             answer=label.answer,
             cache_status=cache_status,
-            response_body=session.redact.optional(outcome.body),
-            response_json=session.redact(response.model_dump_json()) if response else None,
+            response_body=outcome.body,
+            response_json=response.model_dump_json() if response else None,
         )
-        return envelope, outcome, response
+        return _AttemptDone(
+            envelope=envelope,
+            outcome=outcome,
+            response=response,
+            sent_at=sent_at,
+            price_error=price_error,
+        )
 
     def _from_cache(
         self,
@@ -450,13 +577,12 @@ class ModelClient:
             response_body=entry.response_body,
             response_json=entry.response_json,
         )
-        self.session.record(envelope)
         return CallResult(
             call_id=build.call_id,
             status="ok",
             response=response,
             label=label,
-            envelopes=(envelope,),
+            envelopes=(self.session.record(envelope),),
         )
 
 
@@ -558,10 +684,28 @@ class CallSession:
         self._call_counts[base] = count + 1
         return base if count == 0 else f"{base}.{count}"
 
-    def record(self, envelope: CallEnvelope) -> None:
-        """Append an envelope to the journal (flushed) as soon as its attempt lands."""
+    def redact_envelope(self, envelope: CallEnvelope) -> CallEnvelope:
+        """The envelope with every known secret removed from every text field."""
+        changed: dict[str, str] = {}
+        for name, value in envelope:
+            if isinstance(value, str):
+                clean = self.redact(value)
+                if clean != value:
+                    changed[name] = clean
+        return envelope.model_copy(update=changed) if changed else envelope
+
+    def record(self, envelope: CallEnvelope) -> CallEnvelope:
+        """Append an envelope (redacted) to the journal, flushed as soon as its attempt
+        lands; returns the envelope as recorded."""
+        envelope = self.redact_envelope(envelope)
         self.journal.append(envelope)
         self.envelopes.append(envelope)
+        crash_point("harness.landed")
+        return envelope
+
+    def record_pending(self, envelope: CallEnvelope) -> None:
+        """Journal an attempt about to be sent (see `_Envelopes.pending`)."""
+        self.journal.append(self.redact_envelope(envelope))
 
     def finish(self, result: CallResult) -> CallResult:
         if self._progress is not None:
@@ -612,6 +756,7 @@ class CallSession:
             await client.transport.close()
         self._clients.clear()
         self.journal.close()
+        crash_point("harness.before_load")
         if self.warehouse is not None and self.journal.path.exists():
             self.loaded_rows = load_journal(self.journal.path, self.warehouse)
 

@@ -39,9 +39,11 @@ CallStatus = Literal["ok", "retried", "infra_error", "harness_error", "budget_st
 infra_error: retryable failures until the retry bounds (‡); harness_error: our own request
 was refused (4xx); budget_stopped: refused by the budget before sending (†)."""
 
-FailureCause = Literal["connect", "timeout", "429", "5xx", "harness_4xx", "budget"]
-DropCause = Literal["connect", "timeout", "429", "5xx"]
-DROP_CAUSES: tuple[DropCause, ...] = ("connect", "timeout", "429", "5xx")
+FailureCause = Literal["connect", "timeout", "429", "5xx", "interrupted", "harness_4xx", "budget"]
+DropCause = Literal["connect", "timeout", "429", "5xx", "interrupted"]
+DROP_CAUSES: tuple[DropCause, ...] = ("connect", "timeout", "429", "5xx", "interrupted")
+"""`interrupted`: the process that sent the attempt ended before its reply landed (the
+journal holds the attempt's pre-send record and nothing after it)."""
 
 STATUS_MARKS: Mapping[str, str] = {"infra_error": "‡", "budget_stopped": "†"}
 """How a case's status is shown in tables instead of a score: never as a zero."""

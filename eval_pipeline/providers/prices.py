@@ -69,6 +69,13 @@ class TokenPrices(FrozenRecord):
     cache_read: Price | None = None
     cache_write: Price | None = None
 
+    @property
+    def highest_input_rate(self) -> Decimal:
+        """The dearest price any input token can carry in this tier: an input token may be
+        billed as a cache write (priced above plain input by Anthropic) or a cache read."""
+        rates = [self.input, self.cache_read, self.cache_write]
+        return max(rate for rate in rates if rate is not None)
+
     @model_validator(mode="after")
     def _check_decimals(self) -> TokenPrices:
         for value in (self.input, self.output, self.cache_read, self.cache_write):
@@ -170,8 +177,11 @@ class PriceBook(FrozenRecord):
     ) -> PriceQuote:
         """Exact cost of the tokens of `model` on `day`, with the tier that priced them.
 
-        Cache tokens are optional kinds: pricing any of them under a tier that has no
-        price for that kind raises, like any other missing price.
+        `input_tokens` are plain (uncached) input tokens; cache reads and writes are
+        counted apart (Anthropic's usage convention; OpenAI's `prompt_tokens` include the
+        cached ones, which the wire reader subtracts). Cache tokens are optional kinds:
+        pricing any of them under a tier that has no price for that kind raises, like any
+        other missing price.
         """
         counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
         if min(counts) < 0:
@@ -199,6 +209,32 @@ class PriceBook(FrozenRecord):
             cache_read_tokens=cache_read_tokens,
             cache_write_tokens=cache_write_tokens,
             input_usd_per_mtok=rates.input,
+            output_usd_per_mtok=rates.output,
+            cost_usd=total / TOKENS_PER_PRICE_UNIT,
+        )
+
+    def worst_case(
+        self, model: str, day: date, input_tokens: int, output_tokens: int
+    ) -> PriceQuote:
+        """An upper bound on a call's cost: every input token at the tier's dearest input
+        kind (cache write, cache read or plain input), every output token at its price.
+
+        Whatever the split of input tokens between plain, cache-read and cache-write that
+        the provider reports, the actual cost cannot exceed this.
+        """
+        if min(input_tokens, output_tokens) < 0:
+            raise ValueError("token counts cannot be negative")
+        tier = self.tier(model, day)
+        rates = tier.usd_per_mtok
+        input_rate = rates.highest_input_rate
+        total = input_tokens * input_rate + output_tokens * rates.output
+        return PriceQuote(
+            model=model,
+            day=day,
+            tier_id=tier.id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            input_usd_per_mtok=input_rate,
             output_usd_per_mtok=rates.output,
             cost_usd=total / TOKENS_PER_PRICE_UNIT,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from eval_pipeline.providers.errors import TruncatedReplyError
 from eval_pipeline.records import FrozenRecord
@@ -20,6 +20,21 @@ Role = Literal["system", "user", "assistant", "tool"]
 StopKind = Literal["end", "tool_use", "max_tokens", "other"]
 ToolChoice = Literal["auto", "none", "required"] | str
 """`auto`, `none`, `required`, or the name of the one tool that must be called."""
+
+OUTPUT_LIMIT_KEYS: tuple[str, ...] = (
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "max_tokens_to_sample",
+)
+"""Wire parameters that set the output limit under one name or another. In `extra` they
+would override `max_tokens` on the wire while the budget priced `max_tokens`, so they are
+folded into `max_tokens` instead (the largest limit asked for wins)."""
+
+REFUSED_EXTRA_KEYS: dict[str, str] = {
+    "model": "the wire model comes from the model config, which also prices the call",
+    "stream": "replies are read whole; a streamed body would not parse",
+}
 
 
 class ToolCall(FrozenRecord):
@@ -74,7 +89,45 @@ class ModelRequest(FrozenRecord):
     seed: int | None = None
     replicate: int = 0
     extra: dict[str, JsonValue] = Field(default_factory=dict)
-    """Further provider generation parameters, sent as-is and part of the cache key."""
+    """Further provider generation parameters, sent as-is and part of the cache key; an
+    output limit given here is folded into `max_tokens` (see `OUTPUT_LIMIT_KEYS`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_output_limits(cls, data: Any) -> Any:
+        """Output limits in `extra` become `max_tokens`, the one limit priced and sent.
+
+        Sent as-is they would raise the wire's limit past the budget's worst case; folded,
+        the request records (and the wire carries) the effective limit. `n` other than 1
+        is refused: the harness reads one choice, and the others would be billed unseen.
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("extra"), dict):
+            return data
+        extra = dict(data["extra"])
+        limits: list[int] = []
+        for key in OUTPUT_LIMIT_KEYS:
+            if key in extra:
+                value = extra.pop(key)
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ValueError(f"extra[{key!r}] must be a positive integer, got {value!r}")
+                limits.append(value)
+        for key, why in REFUSED_EXTRA_KEYS.items():
+            if key in extra:
+                raise ValueError(f"extra[{key!r}] is not allowed: {why}")
+        choices = extra.get("n", 1)
+        if choices != 1:
+            raise ValueError(
+                f"extra['n'] must be 1 (one choice is read and priced), got {choices!r}"
+            )
+        if not limits:
+            return data
+        folded = dict(data)
+        folded["extra"] = extra
+        current = folded.get("max_tokens")
+        if isinstance(current, int) and not isinstance(current, bool):
+            limits.append(current)
+        folded["max_tokens"] = max(limits)
+        return folded
 
     def tool(self, name: str) -> ToolSpec | None:
         """The offered tool called `name`, if any."""
@@ -85,7 +138,10 @@ class ModelRequest(FrozenRecord):
 
 
 class Usage(FrozenRecord):
-    """Token usage the provider reported for one reply."""
+    """Token usage the provider reported for one reply.
+
+    `input_tokens` are plain (uncached) input tokens; cache reads and writes are apart.
+    """
 
     input_tokens: int
     output_tokens: int

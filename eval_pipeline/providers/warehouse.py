@@ -1,9 +1,12 @@
 """The warehouse side of call envelopes: `runs.call_envelopes` in DuckDB.
 
-Journals are loaded in batches (idempotently: an envelope already loaded is skipped), so
-a run that crashed can be loaded later from the journal it left. The view
-`runs.call_outcomes` keeps the latest final attempt of each call, so a call healed by a
-later re-run replaces its infrastructure error without deleting the record of it.
+Journals are loaded in batches (idempotently: loading again changes nothing), so a run
+that crashed can be loaded later from the journal it left; `runs.journal_loads` records
+how many bytes of each journal were loaded, so `load_pending_journals` finds the journals
+a killed process never loaded. A row is replaced by a later load of the same envelope id
+(an attempt journaled as in flight, then landed). The view `runs.call_outcomes` keeps the
+latest final attempt of each call, so a call healed by a later re-run replaces its
+infrastructure error without deleting the record of it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_jo
 SCHEMA = "runs"
 TABLE = "runs.call_envelopes"
 OUTCOMES_VIEW = "runs.call_outcomes"
+LOADS_TABLE = "runs.journal_loads"
+JOURNAL_NAME = "envelopes.jsonl"
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("envelope_id", "VARCHAR PRIMARY KEY"),
@@ -79,6 +84,10 @@ def ensure_envelope_table(con: duckdb.DuckDBPyConnection) -> None:
     columns = ",\n  ".join(f"{name} {kind}" for name, kind in COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (\n  {columns}\n)")
     con.execute(
+        f"CREATE TABLE IF NOT EXISTS {LOADS_TABLE} (journal VARCHAR PRIMARY KEY, "
+        "bytes BIGINT NOT NULL, envelopes BIGINT NOT NULL, loaded_at TIMESTAMP NOT NULL)"
+    )
+    con.execute(
         f"""
         CREATE VIEW IF NOT EXISTS {OUTCOMES_VIEW} AS
         SELECT * FROM {TABLE}
@@ -93,7 +102,7 @@ def _polars_type(kind: str) -> type[pl.DataType]:
 
 
 def insert_envelopes(con: duckdb.DuckDBPyConnection, envelopes: Iterable[CallEnvelope]) -> int:
-    """Insert envelopes not already stored; returns how many were new."""
+    """Insert envelopes, replacing stored ones of the same id; returns how many were new."""
     ensure_envelope_table(con)
     rows = [envelope_row(envelope) for envelope in envelopes]
     if not rows:
@@ -108,7 +117,7 @@ def insert_envelopes(con: duckdb.DuckDBPyConnection, envelopes: Iterable[CallEnv
     con.register("incoming_envelopes", frame)
     try:
         con.execute(
-            f"INSERT OR IGNORE INTO {TABLE} ({', '.join(COLUMN_NAMES)}) "
+            f"INSERT OR REPLACE INTO {TABLE} ({', '.join(COLUMN_NAMES)}) "
             f"SELECT {casts} FROM incoming_envelopes"
         )
     finally:
@@ -133,15 +142,50 @@ def load_journal(
 
 
 def _load(journal: Path, con: duckdb.DuckDBPyConnection, batch_size: int) -> int:
-    added = 0
+    """One transaction: the envelopes and the record of how much of the journal they are."""
+    ensure_envelope_table(con)
+    size = journal.stat().st_size
+    added = loaded = 0
     batch: list[CallEnvelope] = []
-    for envelope in read_journal(journal):
-        batch.append(envelope)
-        if len(batch) >= batch_size:
-            added += insert_envelopes(con, batch)
-            batch = []
-    added += insert_envelopes(con, batch)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for envelope in read_journal(journal):
+            batch.append(envelope)
+            loaded += 1
+            if len(batch) >= batch_size:
+                added += insert_envelopes(con, batch)
+                batch = []
+        added += insert_envelopes(con, batch)
+        con.execute(
+            f"INSERT OR REPLACE INTO {LOADS_TABLE} VALUES (?, ?, ?, current_localtimestamp())",
+            [str(journal.resolve()), size, loaded],
+        )
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
     return added
+
+
+def pending_journals(runs_root: Path, con: duckdb.DuckDBPyConnection) -> list[Path]:
+    """Journals under `runs_root` (`<run>/envelopes.jsonl`) not loaded in full: never
+    loaded, or grown since (a process killed before its session closed)."""
+    ensure_envelope_table(con)
+    loaded = dict(con.execute(f"SELECT journal, bytes FROM {LOADS_TABLE}").fetchall())
+    return [
+        path
+        for path in sorted(runs_root.glob(f"*/{JOURNAL_NAME}"))
+        if loaded.get(str(path.resolve())) != path.stat().st_size
+    ]
+
+
+def load_pending_journals(runs_root: Path, database: Path) -> dict[Path, int]:
+    """Load every journal a run left unloaded; returns new rows per journal loaded."""
+    if not runs_root.is_dir():
+        return {}
+    database.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(database)) as con:
+        return {path: _load(path, con, 5_000) for path in pending_journals(runs_root, con)}
 
 
 def read_envelopes(

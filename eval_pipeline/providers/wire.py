@@ -182,12 +182,15 @@ def _reply(
 
 
 def _openai_usage(raw: object) -> Usage | None:
+    """Chat Completions usage; `prompt_tokens` include the cached ones, which are counted
+    apart here (as Anthropic reports them), so no input token is priced twice."""
     if not isinstance(raw, dict):
         return None
     details = raw.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    prompt = _int(raw.get("prompt_tokens"))
+    cached = min(_int(details.get("cached_tokens")) if isinstance(details, dict) else 0, prompt)
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
+        input_tokens=prompt - cached,
         output_tokens=_int(raw.get("completion_tokens")),
         cache_read_tokens=cached,
     )

@@ -23,6 +23,18 @@ def main(argv: list[str] | None = None) -> int:
         help='JSON object keyed by profile, e.g. \'{"flaky": {"drop": 0.1}}\'',
     )
     parser.add_argument(
+        "--request-log",
+        default=None,
+        metavar="PATH",
+        help="append every model request (billed or not, with usage) to this JSON-lines file",
+    )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="stop when this process (the one that started the server) is gone",
+    )
+    parser.add_argument(
         "--plugin",
         action="append",
         default=[],
@@ -41,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             args.latency_ms,
             args.profile_options,
             plugins=args.plugin,
+            request_log=args.request_log,
+            parent_pid=args.parent_pid,
         )
     except (SimError, OSError) as exc:
         print(f"sim: error: {exc}", file=sys.stderr, flush=True)

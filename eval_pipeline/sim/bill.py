@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class SimUsageLine(FrozenRecord):
-    """A billed reply before pricing."""
+    """A billed reply before pricing; `input_tokens` are plain (uncached) input tokens."""
 
     request_id: str
     day: date
@@ -28,17 +28,13 @@ class SimUsageLine(FrozenRecord):
     wire_format: Literal["openai", "anthropic"]
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
-class SimBillLine(FrozenRecord):
+class SimBillLine(SimUsageLine):
     """A billed reply with its cost (a Decimal written as a string) and price tier."""
 
-    request_id: str
-    day: date
-    model: str
-    wire_format: Literal["openai", "anthropic"]
-    input_tokens: int
-    output_tokens: int
     cost_usd: str
     tier_id: str
 
@@ -64,7 +60,14 @@ def price_lines(lines: Sequence[SimUsageLine]) -> list[SimBillLine]:
     priced: list[SimBillLine] = []
     for line in lines:
         try:
-            quote = book.quote(line.model, line.day, line.input_tokens, line.output_tokens)
+            quote = book.quote(
+                line.model,
+                line.day,
+                line.input_tokens,
+                line.output_tokens,
+                cache_read_tokens=line.cache_read_tokens,
+                cache_write_tokens=line.cache_write_tokens,
+            )
         except Exception as exc:
             raise SimAdminError(
                 f"cannot price {line.model!r} on {line.day.isoformat()}: {exc}"

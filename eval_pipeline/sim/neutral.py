@@ -158,6 +158,11 @@ class Reply:
     ``input_tokens``/``output_tokens`` override the simulator's own count (see
     :mod:`eval_pipeline.sim.tokens`) when a profile wants to report other usage; a reply
     whose output exceeds the request's ``max_tokens`` is still cut by the server.
+    ``input_tokens`` is every prompt token; ``cache_read_tokens``/``cache_write_tokens`` of
+    them are reported (and billed) as prompt-cache reads and writes — the Anthropic format
+    reports both, the OpenAI format only reads (a write is plain input there).
+    ``delay_ms`` holds the reply back that long after the request was billed (a reply
+    slower than the client's timeout).
     """
 
     text_blocks: tuple[str, ...] = ()
@@ -165,6 +170,9 @@ class Reply:
     stop: StopKind = "end"
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    delay_ms: int = 0
 
     @classmethod
     def of_text(cls, text: str, stop: StopKind = "end") -> Reply:

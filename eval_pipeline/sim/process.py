@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from eval_pipeline.sim.bill import SimBillLine, SimUsageLine
-from eval_pipeline.sim.errors import SimAdminError, SimStartupError
+from eval_pipeline.sim.errors import SimAdminError, SimError, SimStartupError
 from eval_pipeline.sim.server import LISTENING_PREFIX
 
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
@@ -55,6 +55,19 @@ class SimHandle:
         """Every billed reply so far, unpriced."""
         return [SimUsageLine.model_validate(line) for line in self._get("/_sim/usage")["lines"]]
 
+    def profile_errors(self) -> int:
+        """Requests a profile failed to answer (a bug in the simulator, not a planted fault)."""
+        return int(self._get("/_sim/counters")["profile_errors"])
+
+    def check_no_profile_errors(self) -> None:
+        """Raise SimError if any profile failed to answer since the server started."""
+        counters = self.counters()
+        if counters["profile_errors"]:
+            raise SimError(
+                f"the simulated provider's profiles failed {counters['profile_errors']} "
+                f"time(s); last: {counters['last_profile_error']}"
+            )
+
     def request_count(self) -> int:
         """Every HTTP request that reached a model endpoint, faults included."""
         return int(self._get("/_sim/counters")["request_count"])
@@ -69,7 +82,8 @@ class SimHandle:
         return result
 
     def reset(self) -> None:
-        """Forget the bill, the counters and the occurrence memory (not the clock)."""
+        """Forget the bill, the counters and the occurrence memory (not the clock, nor the
+        count of profile errors)."""
         self._post("/_sim/reset")
 
     def set_clock(self, day: date | None) -> None:
@@ -92,6 +106,7 @@ def _command(
     latency_ms: float,
     profile_options: Mapping[str, Any] | None,
     plugins: Sequence[str],
+    request_log: Path | None,
 ) -> list[str]:
     command = [
         sys.executable,
@@ -105,7 +120,11 @@ def _command(
         str(seed),
         "--latency-ms",
         repr(float(latency_ms)),
+        "--parent-pid",
+        str(os.getpid()),
     ]
+    if request_log is not None:
+        command += ["--request-log", str(request_log)]
     if profile_options is not None:
         command += ["--profile-options", json.dumps(profile_options)]
     for plugin in plugins:
@@ -156,18 +175,23 @@ def running_sim(
     profile_options: Mapping[str, Any] | None = None,
     plugins: Sequence[str] = (),
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    request_log: Path | None = None,
+    allow_profile_errors: bool = False,
 ) -> Iterator[SimHandle]:
     """Start ``python -m eval_pipeline.sim --port 0 ...`` and yield its :class:`SimHandle`.
 
     The child's stdout and stderr go to temporary files (see :meth:`SimHandle.output`);
-    the server is terminated (SIGTERM, then SIGKILL after 5 s) on exit.
+    the server is terminated (SIGTERM, then SIGKILL after 5 s) on exit, and stops by
+    itself if this process dies first. Unless `allow_profile_errors`, a profile that
+    failed during the block raises SimError on exit: a simulator bug is never taken for
+    planted flakiness. `request_log` keeps the server's own record of every request.
     """
     with tempfile.TemporaryDirectory(prefix="evalp-sim-") as tmp:
         stdout_path = Path(tmp) / "stdout.txt"
         stderr_path = Path(tmp) / "stderr.txt"
         with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
             process = subprocess.Popen(
-                _command(seed, latency_ms, profile_options, plugins),
+                _command(seed, latency_ms, profile_options, plugins, request_log),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -178,6 +202,8 @@ def running_sim(
             handle = SimHandle(url, stdout_path, stderr_path)
             try:
                 yield handle
+                if not allow_profile_errors:
+                    handle.check_no_profile_errors()
             finally:
                 handle.close()
         finally:

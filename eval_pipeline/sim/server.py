@@ -7,24 +7,36 @@ of the request headers only ``x-evalp-seed`` is ever read; none is stored.
 
 Admin: ``GET /_sim/health``, ``GET /_sim/counters``, ``GET /_sim/usage`` (unpriced bill),
 ``GET /_sim/bill``, ``POST /_sim/reset`` (bill, counters and occurrence memory; not the
-clock), ``POST /_sim/clock`` with ``{"date": "YYYY-MM-DD" | null}``.
+clock, nor the profile error count), ``POST /_sim/clock`` with ``{"date": "YYYY-MM-DD" | null}``.
+
+A profile that raises (or returns something that is not an outcome) is a bug in the
+simulator, not planted flakiness: it is counted apart (``profile_errors`` in the
+counters) and answered with a 500 whose error type is ``sim_profile_error`` and which
+carries the header ``x-evalp-sim-profile-error``, so it cannot pass for a planted 5xx.
+
+With a request log (``SimConfig.request_log``) every model request is appended to a
+JSON-lines file as it is decided (billed or not, with its usage), flushed at once: the
+provider's own record, to compare with what the client journaled even after a crash.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
+import os
 import secrets
 import socket
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, Literal, TextIO
+from typing import IO, Any, Literal, TextIO
 
 import uvicorn
 from starlette.applications import Starlette
@@ -51,6 +63,9 @@ from eval_pipeline.sim.wire_common import ParsedRequest
 
 LISTENING_PREFIX = "SIM LISTENING "
 SEED_HEADER = b"x-evalp-seed"
+PROFILE_ERROR_TYPE = "sim_profile_error"
+PROFILE_ERROR_HEADER = "x-evalp-sim-profile-error"
+_PARENT_POLL_S = 0.2
 _RAW_SEND = "evalp.raw_send"
 _JSON = b"application/json"
 _OUTCOME_TYPES = (Reply, ErrorStatus, RawBody, ConnectionDrop)
@@ -64,6 +79,7 @@ class SimConfig:
     latency_ms: float = 0.0
     profile_options: Mapping[str, Any] | None = None
     plugins: Sequence[str] = ()
+    request_log: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +90,7 @@ class Plan:
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: bytes = b""
     drop: bool = False
+    delay_s: float = 0.0
 
 
 class SimState:
@@ -90,30 +107,45 @@ class SimState:
         self._next_id = 0
         self.request_count = 0
         self.outcomes: Counter[str] = Counter()
+        self.profile_errors = 0
+        self.last_profile_error: str | None = None
         self.occurrences: dict[str, int] = {}
-        self.usage: list[tuple[str, date, str, WireFormat, int, int]] = []
+        self.usage: list[SimUsageLine] = []
+        self._log: IO[str] | None = None
+        if config.request_log:
+            os.makedirs(os.path.dirname(os.path.abspath(config.request_log)), exist_ok=True)
+            self._log = open(config.request_log, "a", encoding="utf-8")  # noqa: SIM115
 
     def reset(self) -> None:
+        """Forget bill, counters and occurrences; profile errors are kept (a simulator bug
+        is not forgotten between tests)."""
         self.request_count = 0
         self.outcomes.clear()
         self.occurrences.clear()
         self.usage.clear()
 
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _log_request(self, token: str, wire: WireFormat, kind: str, plan: Plan) -> None:
+        if self._log is None:
+            return
+        line: dict[str, Any] = {"request_id": "req_" + token, "wire_format": wire}
+        line.update(outcome=kind, http_status=None if plan.drop else plan.status)
+        billed = self.usage[-1] if kind == "Reply" and self.usage else None
+        line["billed"] = billed is not None
+        if billed is not None:
+            line.update(billed.model_dump(mode="json"))
+        self._log.write(json.dumps(line) + "\n")
+        self._log.flush()
+
     def today(self) -> date:
         return self.clock if self.clock is not None else datetime.now(UTC).date()
 
     def usage_lines(self) -> list[SimUsageLine]:
-        return [
-            SimUsageLine(
-                request_id=rid,
-                day=day,
-                model=model,
-                wire_format=wire,
-                input_tokens=tokens_in,
-                output_tokens=tokens_out,
-            )
-            for rid, day, model, wire, tokens_in, tokens_out in self.usage
-        ]
+        return list(self.usage)
 
     def _new_id(self) -> str:
         self._next_id += 1
@@ -128,7 +160,16 @@ class SimState:
         except SimRequestError as exc:
             outcome, request = ErrorStatus(status=400, message=str(exc)), None
         kind = type(outcome).__name__
+        if isinstance(outcome, ErrorStatus) and outcome.error_type == PROFILE_ERROR_TYPE:
+            kind = "ProfileError"
         self.outcomes[kind] += 1
+        plan = self._plan(wire, outcome, request, token)
+        self._log_request(token, wire, kind, plan)
+        return plan
+
+    def _plan(
+        self, wire: WireFormat, outcome: Outcome, request: SimRequest | None, token: str
+    ) -> Plan:
         if isinstance(outcome, Reply) and request is not None:
             return self._render_reply(wire, outcome, request, token)
         if isinstance(outcome, ErrorStatus):
@@ -146,6 +187,18 @@ class SimState:
         if isinstance(outcome, ConnectionDrop):
             return Plan(drop=True)
         raise SimError(f"a profile returned {outcome!r}, which is not an outcome")
+
+    def _profile_failed(self, name: str, what: str) -> ErrorStatus:
+        """A bug in a profile: counted apart and answered with its own marker."""
+        self.profile_errors += 1
+        self.last_profile_error = f"profile {name!r} {what}"
+        print(f"sim: PROFILE ERROR: {self.last_profile_error}", file=sys.stderr, flush=True)
+        return ErrorStatus(
+            status=500,
+            message=f"simulated provider bug: profile {name!r} failed (see the sim's stderr)",
+            error_type=PROFILE_ERROR_TYPE,
+            headers=((PROFILE_ERROR_HEADER, name),),
+        )
 
     def _decide(
         self, wire: WireFormat, body: bytes, seed_header: bytes | None
@@ -196,22 +249,24 @@ class SimState:
         )
         try:
             outcome = profile.respond(request)
-        except Exception as exc:  # noqa: BLE001 - a profile bug becomes a 500, reported
-            print(f"sim: profile {name!r} failed: {exc!r}", file=sys.stderr, flush=True)
-            return ErrorStatus(status=500, message=f"profile {name!r} failed"), request
+        except Exception as exc:  # noqa: BLE001 - a profile bug is counted and answered apart
+            return self._profile_failed(name, f"failed: {exc!r}"), request
         if not isinstance(outcome, _OUTCOME_TYPES):
-            print(
-                f"sim: profile {name!r} returned a {type(outcome).__name__}, not an outcome",
-                file=sys.stderr,
-                flush=True,
-            )
-            return ErrorStatus(status=500, message=f"profile {name!r} failed"), request
+            what = f"returned a {type(outcome).__name__}, not an outcome"
+            return self._profile_failed(name, what), request
         return outcome, request
 
     def _render_reply(
         self, wire: WireFormat, reply: Reply, request: SimRequest, token: str
     ) -> Plan:
         tokens_in = input_tokens(request) if reply.input_tokens is None else reply.input_tokens
+        cache_read = min(reply.cache_read_tokens, tokens_in)
+        # The OpenAI format reports no cache writes: there they are plain input.
+        cache_write = (
+            0 if wire == "openai" else min(reply.cache_write_tokens, tokens_in - cache_read)
+        )
+        plain_in = tokens_in - cache_read - cache_write
+        delay_s = reply.delay_ms / 1000
         reply, tokens_out = fit_reply(reply, request.max_tokens)
         call_ids = [
             call.id or _tool_call_id(wire, request.body_digest, i)
@@ -227,6 +282,7 @@ class SimState:
                 tool_call_ids=call_ids,
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
+                cache_read_tokens=cache_read,
             )
         else:
             response_id = "msg_" + token
@@ -235,10 +291,23 @@ class SimState:
                 response_id=response_id,
                 model=request.model,
                 tool_call_ids=call_ids,
-                input_tokens=tokens_in,
+                input_tokens=plain_in,
                 output_tokens=tokens_out,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
             )
-        self.usage.append((response_id, self.today(), request.model, wire, tokens_in, tokens_out))
+        self.usage.append(
+            SimUsageLine(
+                request_id=response_id,
+                day=self.today(),
+                model=request.model,
+                wire_format=wire,
+                input_tokens=plain_in,
+                output_tokens=tokens_out,
+                cache_read_tokens=cache_read,
+                cache_write_tokens=cache_write,
+            )
+        )
         return Plan(
             headers=[
                 (b"content-type", _JSON),
@@ -246,6 +315,7 @@ class SimState:
                 *_request_id_header(wire, "req_" + token),
             ],
             body=body,
+            delay_s=delay_s,
         )
 
     @staticmethod
@@ -327,8 +397,8 @@ class ModelEndpoint:
                 seed_header = value
                 break
         plan = self.state.handle(self.wire, body, seed_header)
-        if self.state.latency_s > 0:
-            await asyncio.sleep(self.state.latency_s)
+        if self.state.latency_s + plan.delay_s > 0:
+            await asyncio.sleep(self.state.latency_s + plan.delay_s)
         if plan.drop:
             await _drop_connection(scope, receive)
             return
@@ -371,6 +441,8 @@ def build_app(config: SimConfig) -> _KeepRawSend:
                 "request_count": state.request_count,
                 "outcomes": dict(state.outcomes),
                 "billed": len(state.usage),
+                "profile_errors": state.profile_errors,
+                "last_profile_error": state.last_profile_error,
             }
         )
 
@@ -446,6 +518,37 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; a bad host or port, or one in use, raises
+    SimError saying which and why (not an OSError from deep inside)."""
+    if not 0 <= port <= 65535:
+        raise SimError(f"port {port} is out of range: use 0 (any free port) to 65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except socket.gaierror as exc:
+        sock.close()
+        raise SimError(f"cannot listen on host {host!r}: not an address here ({exc})") from exc
+    except OSError as exc:
+        sock.close()
+        reason = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise SimError(f"cannot listen on {host}:{port}: {reason}") from exc
+    return sock
+
+
+def _exit_with_parent(server: uvicorn.Server, parent_pid: int) -> None:
+    """Stop the server once the process that started it is gone (killed without cleanup),
+    so a crashed run leaves no provider serving (and billing) behind."""
+    while not server.should_exit:
+        if os.getppid() != parent_pid:
+            print("sim: parent process gone; stopping", file=sys.stderr, flush=True)
+            server.should_exit = True
+            return
+        time.sleep(_PARENT_POLL_S)
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -455,12 +558,17 @@ def serve(
     *,
     plugins: Sequence[str] = (),
     ready_stream: TextIO | None = None,
+    request_log: str | None = None,
+    parent_pid: int | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; print ``SIM LISTENING <url>`` once ready.
+    """Serve until SIGINT/SIGTERM (or until ``parent_pid`` is gone); print
+    ``SIM LISTENING <url>`` once ready.
 
     ``profile_options`` is a mapping keyed by profile (or ``profile:variant``) or the same
     as JSON text. ``port=0`` picks a free port (the printed URL has the real one). Profile
-    errors (unknown plugin, invalid options) raise :class:`SimError` before anything listens.
+    errors (unknown plugin, invalid options) and a host or port that cannot be listened
+    on raise :class:`SimError` before anything listens. ``request_log`` appends every
+    model request to that JSON-lines file.
     """
     app = build_app(
         SimConfig(
@@ -468,33 +576,39 @@ def serve(
             latency_ms=latency_ms,
             profile_options=parse_profile_options(profile_options),
             plugins=plugins,
+            request_log=request_log,
         )
     )
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    bound_port = int(sock.getsockname()[1])
-    stream = ready_stream if ready_stream is not None else sys.stdout
-    loop: Literal["uvloop", "asyncio"] = "uvloop"
-    config = uvicorn.Config(
-        app,
-        loop=loop,
-        http="httptools",
-        ws="none",
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=2,
-        # Longer than any client pool's keep-alive expiry, so the client closes idle
-        # connections first and never reuses one the server is closing (a spurious drop).
-        timeout_keep_alive=120,
-        backlog=4096,
-    )
+    try:
+        sock = bind_socket(host, port)
+        bound_port = int(sock.getsockname()[1])
+        stream = ready_stream if ready_stream is not None else sys.stdout
+        loop: Literal["uvloop", "asyncio"] = "uvloop"
+        config = uvicorn.Config(
+            app,
+            loop=loop,
+            http="httptools",
+            ws="none",
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+            proxy_headers=False,
+            timeout_graceful_shutdown=2,
+            # Longer than any client pool's keep-alive expiry, so the client closes idle
+            # connections first and never reuses one the server is closing (a spurious drop).
+            timeout_keep_alive=120,
+            backlog=4096,
+        )
 
-    def announce() -> None:
-        print(LISTENING_PREFIX + _url(host, bound_port), file=stream, flush=True)
+        def announce() -> None:
+            print(LISTENING_PREFIX + _url(host, bound_port), file=stream, flush=True)
 
-    _Server(config, announce).run(sockets=[sock])
+        server = _Server(config, announce)
+        if parent_pid is not None:
+            threading.Thread(
+                target=_exit_with_parent, args=(server, parent_pid), daemon=True
+            ).start()
+        server.run(sockets=[sock])
+    finally:
+        app.state.close()

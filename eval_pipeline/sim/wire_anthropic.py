@@ -173,8 +173,10 @@ def render_reply(
     tool_call_ids: Sequence[str],
     input_tokens: int,
     output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
 ) -> bytes:
-    """A ``message`` object."""
+    """A ``message`` object; ``input_tokens`` are the plain (uncached) prompt tokens."""
     content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in reply.text_blocks]
     for call, call_id in zip(reply.tool_calls, tool_call_ids, strict=True):
         content.append(
@@ -197,8 +199,8 @@ def render_reply(
             "usage": {
                 "input_tokens": input_tokens,
                 "output_tokens": output_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": cache_write_tokens,
+                "cache_read_input_tokens": cache_read_tokens,
                 "service_tier": "standard",
             },
         }

@@ -187,8 +187,10 @@ def render_reply(
     tool_call_ids: Sequence[str],
     input_tokens: int,
     output_tokens: int,
+    cache_read_tokens: int = 0,
 ) -> bytes:
-    """A ``chat.completion`` object."""
+    """A ``chat.completion`` object; ``input_tokens`` counts every prompt token, of which
+    ``cache_read_tokens`` were read from the prompt cache (``cached_tokens``)."""
     message: dict[str, Any] = {
         "role": "assistant",
         "content": reply.text,
@@ -222,7 +224,7 @@ def render_reply(
                 "prompt_tokens": input_tokens,
                 "completion_tokens": output_tokens,
                 "total_tokens": input_tokens + output_tokens,
-                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+                "prompt_tokens_details": {"cached_tokens": cache_read_tokens, "audio_tokens": 0},
                 "completion_tokens_details": {
                     "reasoning_tokens": 0,
                     "audio_tokens": 0,

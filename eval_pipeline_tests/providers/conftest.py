@@ -58,11 +58,16 @@ def sim_server() -> Iterator[SimHandle]:
 
 
 @pytest.fixture
-def sim(sim_server: SimHandle) -> SimHandle:
-    """The session's sim with a clean bill, counters and occurrence memory, real clock."""
+def sim(sim_server: SimHandle) -> Iterator[SimHandle]:
+    """The session's sim with a clean bill, counters and occurrence memory, real clock.
+
+    After the test, no profile may have failed: a simulator bug answered as a 500 would
+    otherwise pass for the planted flakiness the test measures.
+    """
     sim_server.reset()
     sim_server.set_clock(None)
-    return sim_server
+    yield sim_server
+    sim_server.check_no_profile_errors()
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.sim.errors import SimStartupError
+from eval_pipeline.sim.errors import SimError, SimStartupError
 from eval_pipeline.sim.process import SimHandle, running_sim
+from eval_pipeline.sim.server import PROFILE_ERROR_HEADER, PROFILE_ERROR_TYPE
 from eval_pipeline_tests.sim.helpers import FAKE_KEY, post
 
 LATENCY_MS = 150
@@ -22,7 +23,11 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 def sim() -> Iterator[SimHandle]:
     options = {"test-echo": {"prefix": "seen:"}, "test-echo:v2": {}}
     with running_sim(
-        seed=9, latency_ms=LATENCY_MS, profile_options=options, plugins=[PLUGIN]
+        seed=9,
+        latency_ms=LATENCY_MS,
+        profile_options=options,
+        plugins=[PLUGIN],
+        allow_profile_errors=True,  # the echo profile crashes on purpose here
     ) as handle:
         yield handle
 
@@ -122,9 +127,13 @@ def test_a_plugin_profile_sees_the_same_neutral_request_from_both_formats(sim: S
     assert again["occurrence"] == 1
 
 
-def test_unknown_variant_is_404_and_a_crashing_profile_is_a_500(sim: SimHandle) -> None:
+def test_unknown_variant_is_404_and_a_crashing_profile_is_a_marked_500_counted_apart(
+    sim: SimHandle,
+) -> None:
+    """A bug in a profile must not pass for a planted 5xx: its own counter and marker."""
     body = {"model": "test-echo:v3", "messages": [{"role": "user", "content": "x"}]}
     assert post(sim, "openai", body).status_code == 404
+    before = sim.profile_errors()
     crash = {
         "model": "test-echo",
         "max_tokens": 10,
@@ -132,14 +141,36 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_500(sim: SimHandle) 
     }
     response = post(sim, "anthropic", crash)
     assert response.status_code == 500
-    assert response.json()["error"]["type"] == "api_error"
+    assert response.json()["error"]["type"] == PROFILE_ERROR_TYPE
+    assert response.headers[PROFILE_ERROR_HEADER] == "test-echo"
     junk = {"model": "test-echo", "messages": [{"role": "user", "content": "junk"}]}
-    assert post(sim, "openai", junk).json()["error"]["type"] == "server_error"
+    answered = post(sim, "openai", junk)
+    assert answered.json()["error"]["type"] == PROFILE_ERROR_TYPE
+    assert answered.headers[PROFILE_ERROR_HEADER] == "test-echo"
+    counters = sim.counters()
+    assert counters["profile_errors"] == before + 2
+    assert counters["outcomes"].get("ProfileError", 0) >= 2
+    assert "returned a str, not an outcome" in counters["last_profile_error"]
+    sim.reset()  # a reset forgets the bill, not a simulator bug
+    assert sim.profile_errors() == before + 2
+    with pytest.raises(SimError, match="profiles failed"):
+        sim.check_no_profile_errors()
     _stdout, stderr = sim.output()
     assert "echo profile crashed on purpose" in stderr
     assert "returned a str, not an outcome" in stderr
     assert FAKE_KEY not in stderr
     assert sim.health()["profiles"] == ["flaky", "planted", "test-echo", "tool-responder"]
+
+
+def test_a_profile_error_fails_the_running_sim_block_unless_allowed() -> None:
+    crash = {
+        "model": "test-echo",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "crash"}],
+    }
+    with pytest.raises(SimError, match="echo profile crashed on purpose"):  # noqa: SIM117
+        with running_sim(plugins=[PLUGIN]) as handle:
+            assert post(handle, "openai", crash).status_code == 500
 
 
 def test_invalid_profile_options_fail_start_up_with_the_reason() -> None:
