@@ -38,6 +38,14 @@ SIM_OPTIONS: dict[str, Any] = {
         "malformed_json": 0,
         "truncated": 0,
     },
+    "flaky:cut": {
+        "drop": 0,
+        "rate_limit": 0,
+        "server_error": 0,
+        "empty_body": 0,
+        "malformed_json": 0,
+        "truncated": 1.0,
+    },
     "flaky:heal-late": {
         "drop": 0,
         "rate_limit": 0,

@@ -8,6 +8,7 @@ of every logger at DEBUG (SDKs and HTTP clients included) and the sim's own outp
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.transport import AttemptOutcome
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.warehouse import COLUMNS, TABLE
-from eval_pipeline.providers.wire import openai_body
+from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline_tests.providers.conftest import (
     FAKE_KEY,
@@ -130,3 +131,119 @@ def test_planted_key_is_nowhere_written(
 
     stdout, stderr = sim.output()
     assert FAKE_KEY not in stdout and FAKE_KEY not in stderr
+
+
+def test_a_key_the_model_answers_with_is_redacted_in_every_column(
+    sim: SimHandle, tmp_path: Path
+) -> None:
+    """tool-responder answers with the last word of the prompt: here, the key."""
+    warehouse = tmp_path / "warehouse.duckdb"
+
+    async def run() -> str | None:
+        async with new_session(tmp_path, warehouse=warehouse) as session:
+            client = session.client(sim_config(sim, "tool-responder"))
+            request = ModelRequest(
+                messages=(Message(role="user", content=f"Repeat the token {FAKE_KEY}"),),
+                max_tokens=64,
+            )
+            result = await client.call(request, CallTag(lane="m", case_id="echo"))
+            return result.label.answer
+
+    answer = asyncio.run(run())
+    assert answer == "[REDACTED]"
+    _assert_key_nowhere(tmp_path, warehouse, FAKE_KEY)
+
+
+def _escaped(text: str) -> str:
+    """`text` as JSON can write it: every character as a \\u escape."""
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+class EchoesTheKeyEscaped:
+    """A server that echoes the key JSON-escaped, in a reply and in an error body."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        return openai_body(request)
+
+    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+        self.calls += 1
+        if self.calls == 1:
+            body = (
+                '{"error": {"message": "Incorrect API key provided: '
+                + _escaped(FAKE_KEY[:3])
+                + FAKE_KEY[3:]
+                + '"}}'
+            )
+            return AttemptOutcome(
+                http_status=401,
+                body=body,
+                cause="harness_4xx",
+                detail="HTTP 401",
+                retry_after_ms=None,
+                response=None,
+            )
+        body = (
+            '{"choices": [{"message": {"content": "ANSWER: '
+            + _escaped(FAKE_KEY)
+            + '"}, "finish_reason": "stop"}], '
+            + '"usage": {"prompt_tokens": 5, "completion_tokens": 3}}'
+        )
+        return AttemptOutcome(
+            http_status=200,
+            body=body,
+            cause=None,
+            detail=None,
+            retry_after_ms=None,
+            response=parse_openai_body(body),
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_json_escaped_key_is_redacted_in_the_raw_body_and_the_decoded_text(
+    tmp_path: Path,
+) -> None:
+    warehouse = tmp_path / "warehouse.duckdb"
+    config = ModelConfig(
+        name="escaped", api="openai_chat", provider="echo", model="planted", api_key_env=KEY_ENV
+    )
+
+    async def run() -> list[Any]:
+        async with new_session(tmp_path, warehouse=warehouse) as session:
+            client = session.client(config, transport=EchoesTheKeyEscaped())
+            return [
+                await client.call(planted_request(20), CallTag(lane="m", case_id=str(n)))
+                for n in range(2)
+            ]
+
+    refused, answered = asyncio.run(run())
+    for result in (refused, answered):
+        body = result.final.response_body or ""
+        assert "[REDACTED]" in body
+        assert FAKE_KEY not in json.dumps(json.loads(body), ensure_ascii=False)
+    assert answered.label.answer == "[REDACTED]"
+    _assert_key_nowhere(tmp_path, warehouse, FAKE_KEY)
+
+
+def _assert_key_nowhere(folder: Path, warehouse: Path, key: str) -> None:
+    """Neither raw nor JSON-escaped in any file, nor decoded in any text column."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert key.encode() not in data, f"key found in {path}"
+            assert _escaped(key[:3]).encode() not in data, f"escaped key found in {path}"
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        for name, kind in COLUMNS:
+            if kind.startswith("VARCHAR"):
+                values = [row[0] for row in con.execute(f"SELECT {name} FROM {TABLE}").fetchall()]
+                for value in values:
+                    if value is None:
+                        continue
+                    assert key not in value, f"key found in column {name}"
+                    if value.startswith("{"):
+                        decoded = json.dumps(json.loads(value), ensure_ascii=False)
+                        assert key not in decoded, f"key found decoded in column {name}"
