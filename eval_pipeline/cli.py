@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
@@ -17,36 +16,74 @@ from eval_pipeline.errors import EvalPipelineError
 P = ParamSpec("P")
 R = TypeVar("R")
 
+SEED_RANGE = click.IntRange(0, 2**63 - 1)
+PORT_RANGE = click.IntRange(0, 65535)
 
-def _reports_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Our own errors become one clear message and exit code 2, not a traceback."""
 
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+def one_line(message: str) -> str:
+    """A possibly multi-line message on one line (`a:\n  b\n  c` -> `a: b; c`)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return message
+    head, rest = lines[0], lines[1:]
+    if not rest:
+        return head
+    return (head + " " if head.endswith(":") else head + "; ") + "; ".join(rest)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print `error: <message>` on one line to stderr and exit (2: bad input)."""
+    click.echo(f"error: {one_line(message)}", err=True)
+    sys.exit(code)
+
+
+class _OneLineErrors(click.Group):
+    """Every failure a user can cause ends in one line naming what is wrong, and exit
+    code 2: click's usage errors (a bad option value names its flag) and every error of
+    ours, instead of click's usage block or a traceback."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
         try:
-            return command(*args, **kwargs)
+            returned = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as shown:  # a group called alone: its help
+            click.echo(shown.format_message())
+            sys.exit(0)
+        except click.ClickException as error:
+            fail(error.format_message())
+        except click.Abort:
+            fail("aborted", 1)
         except EvalPipelineError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(2)
+            fail(str(error))
+        if isinstance(returned, int) and returned:
+            sys.exit(returned)  # click's own exits (e.g. --help) return their code
+        return returned
 
-    return wrapper
+
+def _check_scale(_ctx: click.Context, _param: click.Parameter, value: float | None) -> Any:
+    """--scale within (0, MAX_SCALE]: the flag is named, not the config file it overrides."""
+    from eval_pipeline.world.label.config import MAX_SCALE
+
+    if value is not None and not 0 < value <= MAX_SCALE:
+        raise click.BadParameter(f"{value:g} is not in the range 0<x<={MAX_SCALE:g}")
+    return value
 
 
 def _world_options(command: Callable[P, R]) -> Callable[P, R]:
     """--config and --seed, shared by every command that builds a world."""
     command = click.option(
-        "--seed", type=int, default=None, help="Override the config's world seed."
+        "--seed", type=SEED_RANGE, default=None, help="Override the config's world seed."
     )(command)
     return click.option(
         "--config",
         "config_path",
-        type=click.Path(path_type=Path),
+        type=click.Path(path_type=Path, dir_okay=False),
         default=None,
         help="World config YAML (default: configs/worlds/label.yaml).",
     )(command)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """eval_pipeline: reproducible evaluation experiments on LLM agents.
 
@@ -57,12 +94,29 @@ def main() -> None:
 
 
 @main.command()
-@_reports_errors
 def demo() -> None:
-    """Run the main job (world -> answer key -> fixtures) on a local Dagster instance."""
+    """Run the main job (world -> answer key -> fixtures -> calibration) on a local
+    Dagster instance, after cleaning up what a killed earlier demo left behind."""
     from eval_pipeline.defs.runner import run_main_job
 
     outcome = run_main_job()
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    recovery = outcome.recovery
+    if recovery.failed_runs or recovery.loaded_journals:
+        click.echo(
+            f"recovered from an interrupted demo: {len(recovery.failed_runs)} run(s) left "
+            f"in progress marked failed, {len(recovery.loaded_journals)} call journal(s) "
+            f"loaded ({recovery.loaded_envelopes} envelopes)"
+        )
+    if outcome.failures:
+        for failure in outcome.failures:
+            click.echo(f"error: {failure.step}: {one_line(failure.message)}", err=True)
+        click.echo(
+            f"Dagster run {outcome.run_id} FAILED; its full log is in the Dagster UI (./dev ui)",
+            err=True,
+        )
+        sys.exit(2 if all(failure.ours for failure in outcome.failures) else 1)
     world = outcome.materializations.get("world", {})
     fixtures = outcome.materializations.get("fixtures", {})
     answer_key = outcome.materializations.get("answer_key", {})
@@ -100,7 +154,7 @@ def demo() -> None:
 
 
 @main.command()
-@click.option("--port", type=int, default=3000, show_default=True)
+@click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
 def ui(port: int) -> None:
     """Open the Dagster UI on this project's local instance (dagster dev)."""
     home = paths.prepared_dagster_home()
@@ -119,12 +173,12 @@ def ui(port: int) -> None:
     "--scale",
     type=float,
     default=None,
+    callback=_check_scale,
     help="Override the config's scale (multiplies statement volume).",
 )
 @click.option(
     "--load/--no-load", default=False, help="Also load the tables into the DuckDB warehouse."
 )
-@_reports_errors
 def world(config_path: Path | None, seed: int | None, scale: float | None, load: bool) -> None:
     """Generate a world and print its row counts and fingerprint."""
     from eval_pipeline import stages
@@ -159,11 +213,10 @@ def fixtures() -> None:
 @click.option(
     "--out",
     "out_root",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, file_okay=False),
     default=None,
     help="Folder that receives <fixture_id>/ (default: data/fixtures).",
 )
-@_reports_errors
 def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path | None) -> None:
     """Generate the world and its answer key, build the suite and freeze it."""
     from eval_pipeline import stages
@@ -185,17 +238,21 @@ def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path |
 
 
 @fixtures.command("verify")
-@click.argument("directory", type=click.Path(path_type=Path))
-@_reports_errors
-def fixtures_verify(directory: Path) -> None:
-    """Re-hash every file of a fixture set; exit 2 naming the file if anything changed."""
-    from eval_pipeline.fixtures.frozen import load_fixtures
+@click.argument("directory", type=click.Path(path_type=Path), required=False)
+def fixtures_verify(directory: Path | None) -> None:
+    """Re-hash every file of a fixture set (default: every set under the fixtures root,
+    never a staging folder); exit 2 naming the file if anything changed."""
+    from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
 
-    fixture_set = load_fixtures(directory)
-    click.echo(
-        f"ok {fixture_set.fixture_id}: {fixture_set.manifest.case_count} cases, "
-        f"all {len(fixture_set.manifest.files) + 1} files verified"
-    )
+    folders = [directory] if directory is not None else fixture_set_dirs(paths.fixtures_root())
+    if not folders:
+        fail(f"no fixture set under {paths.fixtures_root()}")
+    for folder in folders:
+        fixture_set = load_fixtures(folder)
+        click.echo(
+            f"ok {fixture_set.fixture_id}: {fixture_set.manifest.case_count} cases, "
+            f"all {len(fixture_set.manifest.files) + 1} files verified"
+        )
 
 
 @main.group()
@@ -205,13 +262,12 @@ def sim() -> None:
 
 @sim.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--port", type=PORT_RANGE, default=8765, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Server seed.")
 @click.option(
     "--latency-ms", type=int, default=0, show_default=True, help="Delay before every reply."
 )
 @click.option("--profile-options", default=None, help="JSON options per profile.")
-@_reports_errors
 def sim_serve(
     host: str, port: int, seed: int, latency_ms: int, profile_options: str | None
 ) -> None:

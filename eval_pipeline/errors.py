@@ -20,9 +20,17 @@ class WorldError(EvalPipelineError):
     """A world could not be generated or does not hold what was asked of it."""
 
 
-class FixtureIntegrityError(EvalPipelineError):
+class FixtureError(EvalPipelineError):
+    """A fixture set cannot be frozen or read where it was asked for."""
+
+
+class FixtureIntegrityError(FixtureError):
     """A frozen fixture set is tampered, incomplete or does not match its world."""
 
 
 class WarehouseError(EvalPipelineError):
     """The DuckDB warehouse is missing something a stage needs."""
+
+
+class LockedError(EvalPipelineError):
+    """Another process of this project holds what this command needs (a lock)."""

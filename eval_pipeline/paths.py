@@ -28,6 +28,23 @@ def default_world_config() -> Path:
     return Path(override).resolve() if override else CONFIGS_DIR / "worlds" / "label.yaml"
 
 
+def models_dir() -> Path:
+    """The model configs: `EVALP_MODELS_DIR` or the committed `configs/models`."""
+    override = os.environ.get("EVALP_MODELS_DIR")
+    return Path(override).resolve() if override else CONFIGS_DIR / "models"
+
+
+def prices_path() -> Path:
+    """The price book: `EVALP_PRICES` or the committed `configs/prices.yaml`."""
+    override = os.environ.get("EVALP_PRICES")
+    return Path(override).resolve() if override else CONFIGS_DIR / "prices.yaml"
+
+
+def runs_dir() -> Path:
+    """Where each run's call journal lives: `<var>/runs/<run>/envelopes.jsonl`."""
+    return var_dir() / "runs"
+
+
 def fixtures_root() -> Path:
     """Where fixture sets are frozen: `EVALP_FIXTURES_ROOT` or the committed `data/fixtures`."""
     override = os.environ.get("EVALP_FIXTURES_ROOT")

@@ -165,3 +165,24 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
         fixture_answer_key_fingerprint=fixture_set.manifest.world.answer_key_fingerprint,
         warehouse_answer_key_fingerprint=answer_key.fingerprint,
     )
+
+
+def check_main_job_inputs(world_config: Path) -> list[str]:
+    """Read and check every config the main job reads, before anything runs: the world
+    config, the price book, the model configs the calibration uses and their prices on
+    today's date. A problem raises its own error (file and field named), so it is shown
+    first and alone instead of inside a run's step failure. Returns one note per invalid
+    model config the job does not use (reported, then skipped)."""
+    from eval_pipeline.providers.calibration import PLANTED_CONFIGS
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.harness import utc_today
+    from eval_pipeline.providers.prices import load_price_book
+    from eval_pipeline.world import load_world_config
+
+    load_world_config(world_config)
+    book = load_price_book()
+    scan = scan_model_configs()
+    today = utc_today()
+    for config in scan.require(PLANTED_CONFIGS).values():
+        book.tier(config.priced_as, today)
+    return scan.skipped()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from eval_pipeline.cli import main
@@ -31,10 +34,10 @@ def test_world_prints_row_counts_and_fingerprint() -> None:
     assert re.search(r"^fingerprint [0-9a-f]{64}$", out, re.MULTILINE)
 
 
-def test_world_with_negative_scale_names_the_field() -> None:
+def test_world_with_negative_scale_names_the_flag() -> None:
     code, _, err = invoke("world", "--scale", "-1")
     assert code == 2
-    assert "scale" in err and "greater than 0" in err
+    assert "'--scale'" in err and "-1 is not in the range" in err
 
 
 def test_world_config_with_unknown_currency_names_it(tmp_path: Path) -> None:
@@ -105,3 +108,68 @@ def test_fixture_id_is_stable_across_processes_and_follows_the_seed(tmp_path: Pa
     assert (tmp_path / "a" / first / "cases.jsonl").read_bytes() == (
         tmp_path / "b" / second / "cases.jsonl"
     ).read_bytes()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`evalp <args>` as a user runs it: a real process, its real stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_one_line_error(completed: subprocess.CompletedProcess[str], *named: str) -> str:
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr
+    lines = completed.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), completed.stderr
+    for word in named:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def a_port_in_use() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_bad_input_to_every_command_is_one_line_naming_it_with_exit_2(
+    tmp_path: Path, a_port_in_use: int
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    cases: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+        (("sim", "serve", "--port", "99999"), ("'--port'", "99999")),
+        (("sim", "serve", "--port", str(a_port_in_use)), (str(a_port_in_use), "in use")),
+        (("sim", "serve", "--host", "999.1.1.1", "--port", "0"), ("999.1.1.1",)),
+        (("fixtures", "freeze", "--out", str(a_file)), ("'--out'", str(a_file))),
+        (("fixtures", "verify", str(tmp_path / "none")), (str(tmp_path / "none"),)),
+        (("world", "--config", str(tmp_path / "none.yaml")), ("none.yaml",)),
+        (("world", "--seed", "x"), ("'--seed'",)),
+        (("ui", "--port", "-5"), ("'--port'",)),
+        (("no-such-command",), ("no-such-command",)),
+    ]
+    for args, named in cases:
+        assert_one_line_error(run_cli(*args), *named)
+
+
+def test_world_seed_flag_is_named_not_the_config_it_overrides() -> None:
+    line = assert_one_line_error(run_cli("world", "--seed", "-1"), "'--seed'", "-1")
+    assert "label.yaml" not in line
+
+
+def test_too_small_a_scale_names_scale_and_the_smallest_that_works() -> None:
+    line = assert_one_line_error(run_cli("world", "--seed", "3", "--scale", "0.001"), "scale")
+    found = re.search(r"the smallest scale that works is ([\d.]+)$", line)
+    assert found is not None, line
+    smallest = float(found.group(1))
+    assert 0.001 < smallest <= 1.0
+    works = run_cli("world", "--seed", "3", "--scale", str(smallest))
+    assert works.returncode == 0, works.stderr
+    just_below = round(smallest - 0.001, 3)
+    assert_one_line_error(run_cli("world", "--seed", "3", "--scale", str(just_below)), "scale")

@@ -20,9 +20,10 @@ from eval_pipeline.providers.calibration import (
     PlantedCalibration,
     calibrate_planted_configs,
 )
-from eval_pipeline.providers.config import load_model_configs
+from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.harness import CallSession
-from eval_pipeline.sim.process import running_sim
+from eval_pipeline.providers.warehouse import JOURNAL_NAME
+from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_sim
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -56,8 +57,12 @@ def provider_calibration_asset(
     # The simulated provider ignores keys, but the SDKs insist on one.
     os.environ.setdefault(SIM_KEY_ENV, "simulated-provider-accepts-any-key")
     run_id = f"calibration-{context.run.run_id}"
-    journal = paths.var_dir() / "runs" / run_id / "envelopes.jsonl"
-    configs = load_model_configs()
+    run_dir = paths.runs_dir() / run_id
+    journal = run_dir / JOURNAL_NAME
+    scan = scan_model_configs()
+    configs = scan.require(PLANTED_CONFIGS)
+    for note in scan.skipped():
+        context.log.warning(note)
 
     async def calibrate(base_urls: dict[str, str]) -> list[PlantedCalibration]:
         async with CallSession(
@@ -65,7 +70,11 @@ def provider_calibration_asset(
         ) as session:
             return await calibrate_planted_configs(session, configs)
 
-    with running_sim(profile_options=CALIBRATION_SIM_OPTIONS) as sim:
+    # The sim keeps its own record of every request beside the journal: what the
+    # provider saw and billed, to compare with what was journaled (even after a crash).
+    with running_sim(
+        profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
+    ) as sim:
         base_urls = {
             name: sim.anthropic_base_url
             if configs[name].api == "anthropic_messages"
@@ -80,6 +89,8 @@ def provider_calibration_asset(
             "calibration_run_id": run_id,
             "journal": dg.MetadataValue.path(str(journal)),
             "calls": sum(r.total for r in reports),
+            "sim_request_log": dg.MetadataValue.path(str(run_dir / SIM_REQUEST_LOG)),
+            "skipped_model_configs": dg.MetadataValue.json(scan.skipped()),
             "summary": dg.MetadataValue.md(_calibration_table(reports)),
         },
         check_results=[

@@ -1,14 +1,62 @@
-"""Running the main job on a real, persistent Dagster instance (for `evalp demo`)."""
+"""Running the main job on a real, persistent Dagster instance (for `evalp demo`).
+
+Before the job runs, under a lock held for the demo's whole lifetime (so that no other
+demo can be running), the demo cleans up after a predecessor killed mid-run: runs it
+left in progress are marked failed (Dagster's run monitoring never does this for an
+in-process run) and their pool slots freed, and any call journal it never loaded is
+loaded into the warehouse. Configs are checked before the run, and a step's failure is
+reduced to its cause, so a user reads what is wrong instead of a stack dump.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from eval_pipeline import paths
+from eval_pipeline import paths, stages
+from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.defs.keys import MAIN_JOB
+from eval_pipeline.errors import EvalPipelineError
+from eval_pipeline.locks import held_exclusively
+from eval_pipeline.providers.warehouse import load_pending_journals
+
+if TYPE_CHECKING:
+    from dagster_shared.error import SerializableErrorInfo
+
+DEMO_LOCK = "demo.lock"
+DEMO_TAG = "evalp/launched_by"
+IN_PROGRESS = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+ORPHAN_MESSAGE = (
+    "The process running this run ended without finishing it (killed); marked failed by "
+    "the next `evalp demo`, which held the demo lock, so nothing else was running it."
+)
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """A failed step and the cause a user can act on (the innermost error of ours)."""
+
+    step: str
+    message: str
+    ours: bool
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What a predecessor killed mid-run left behind, now cleaned up."""
+
+    failed_runs: tuple[str, ...] = ()
+    loaded_journals: tuple[str, ...] = ()
+    loaded_envelopes: int = 0
 
 
 @dataclass(frozen=True)
@@ -18,35 +66,120 @@ class MainJobOutcome:
     dagster_home: str
     materializations: dict[str, dict[str, object]]
     checks: dict[str, bool]
+    failures: tuple[StepFailure, ...] = ()
+    warnings: tuple[str, ...] = ()
+    recovery: Recovery = field(default_factory=Recovery)
+
+
+def _our_error_names() -> set[str]:
+    names: set[str] = set()
+    pending: list[type[BaseException]] = [EvalPipelineError]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return names
+
+
+def step_failure_cause(step: str, error: SerializableErrorInfo) -> StepFailure:
+    """The innermost error of ours in the chain Dagster recorded (else the innermost)."""
+    ours = _our_error_names()
+    found: SerializableErrorInfo | None = None
+    innermost = error
+    current: SerializableErrorInfo | None = error
+    while current is not None:
+        innermost = current
+        if current.cls_name in ours:
+            found = current
+        current = current.cause
+    chosen = found or innermost
+    text = chosen.message.strip()
+    prefix = f"{chosen.cls_name}: "
+    if prefix in text.split("\n", 1)[0]:
+        text = text.split(prefix, 1)[1]
+    return StepFailure(step=step, message=text, ours=found is not None)
+
+
+def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
+    """Mark failed the in-process runs left in progress by a killed demo; free their slots.
+
+    Only runs executed in process (no code-location origin: what `evalp demo` starts) are
+    touched; runs launched from the UI or a daemon are left to Dagster's run monitoring.
+    Call only while holding the demo lock.
+    """
+    failed: list[str] = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS)):
+        if run.remote_job_origin is not None:
+            continue
+        instance.report_run_failed(run, message=ORPHAN_MESSAGE)
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        failed.append(run.run_id)
+    return tuple(failed)
+
+
+def _recover(instance: dg.DagsterInstance) -> Recovery:
+    failed = recover_interrupted_runs(instance)
+    loaded = load_pending_journals(paths.runs_dir(), paths.warehouse_path())
+    return Recovery(
+        failed_runs=failed,
+        loaded_journals=tuple(str(path) for path in loaded),
+        loaded_envelopes=sum(loaded.values()),
+    )
 
 
 def run_main_job() -> MainJobOutcome:
-    """Execute the main job in process on the instance in DAGSTER_HOME (created if needed)."""
+    """Execute the main job in process on the instance in DAGSTER_HOME (created if needed).
+
+    Raises LockedError if another demo is running, and the config's own error when a
+    config the job reads is invalid (before any run starts).
+    """
     home = paths.prepared_dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
-    from eval_pipeline.definitions import defs
+    with held_exclusively(paths.var_dir() / DEMO_LOCK, "evalp demo"):
+        crash_point("demo.locked")
+        warnings = stages.check_main_job_inputs(paths.default_world_config())
+        from eval_pipeline.definitions import defs
 
-    job = defs.resolve_job_def(MAIN_JOB)
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            instance=instance,
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-        )
-        materializations: dict[str, dict[str, object]] = {}
-        for event in result.get_asset_materialization_events():
-            materialization = event.step_materialization_data.materialization
-            materializations[materialization.asset_key.to_user_string()] = {
-                key: value.value for key, value in materialization.metadata.items()
-            }
-        checks = {
-            evaluation.check_name: evaluation.passed
-            for evaluation in result.get_asset_check_evaluations()
+        job = defs.resolve_job_def(MAIN_JOB)
+        with dg.DagsterInstance.get() as instance:
+            recovery = _recover(instance)
+            crash_point("demo.recovered")
+            result = job.execute_in_process(
+                instance=instance,
+                raise_on_error=False,
+                tags={DEMO_TAG: "evalp demo"},
+                # Dagster's console log would print each failure's whole stack; the
+                # demo prints the cause, and the full log stays in the instance (UI).
+                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+            )
+            return _outcome(result, home, warnings, recovery)
+
+
+def _outcome(
+    result: dg.ExecuteInProcessResult, home: Path, warnings: list[str], recovery: Recovery
+) -> MainJobOutcome:
+    materializations: dict[str, dict[str, object]] = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.step_materialization_data.materialization
+        materializations[materialization.asset_key.to_user_string()] = {
+            key: value.value for key, value in materialization.metadata.items()
         }
-        return MainJobOutcome(
-            run_id=result.run_id,
-            success=result.success,
-            dagster_home=str(home),
-            materializations=materializations,
-            checks=checks,
-        )
+    checks = {
+        evaluation.check_name: evaluation.passed
+        for evaluation in result.get_asset_check_evaluations()
+    }
+    failures = tuple(
+        step_failure_cause(event.step_key or "?", event.step_failure_data.error)
+        for event in result.get_step_failure_events()
+        if event.step_failure_data.error is not None
+    )
+    return MainJobOutcome(
+        run_id=result.run_id,
+        success=result.success,
+        dagster_home=str(home),
+        materializations=materializations,
+        checks=checks,
+        failures=failures,
+        warnings=tuple(warnings),
+        recovery=recovery,
+    )

@@ -9,6 +9,8 @@ and is kept out of the response cache key.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -16,11 +18,10 @@ from pydantic import Field, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.paths import models_dir
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.records import FrozenRecord
 
-MODELS_DIR = CONFIGS_DIR / "models"
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent to keyless OpenAI-compatible servers (the SDK requires a non-empty string)."""
 
@@ -133,13 +134,70 @@ def load_model_config(path: Path) -> ModelConfig:
     return load_yaml_config(ModelConfig, path)
 
 
-def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
-    """Every `*.yaml` under `configs/models/` by config name; duplicate names are an error."""
-    root = directory or MODELS_DIR
+@dataclass(frozen=True)
+class ModelConfigScan:
+    """Every model config file of a folder: the valid ones by name, the invalid ones by
+    file with the reason. A job takes the configs it uses (`require`) and reports the
+    invalid files it skipped (`skipped`): a typo in a config nothing uses is shown, but
+    does not stop a run that never needed it."""
+
+    directory: Path
+    configs: Mapping[str, ModelConfig]
+    invalid: Mapping[Path, str]
+
+    def require(self, names: Iterable[str]) -> dict[str, ModelConfig]:
+        """The configs called `names`; a missing one is an error naming the invalid files
+        (one of them is likely the config meant)."""
+        wanted = list(names)
+        missing = [name for name in wanted if name not in self.configs]
+        if missing:
+            listed = ", ".join(repr(name) for name in missing)
+            if self.invalid:
+                path, reason = next(iter(self.invalid.items()))
+                raise ConfigError(
+                    f"model config {listed} needed but not loaded: {reason}"
+                    if len(self.invalid) == 1
+                    else f"model config {listed} needed but not loaded; "
+                    f"{len(self.invalid)} files in {self.directory} are invalid, "
+                    f"first {path}: {reason}"
+                )
+            known = ", ".join(sorted(self.configs)) or "none"
+            raise ConfigError(
+                f"model config {listed} not found in {self.directory}; known: {known}"
+            )
+        return {name: self.configs[name] for name in wanted}
+
+    def skipped(self) -> list[str]:
+        """One line per invalid file: what was skipped and why."""
+        return [
+            f"skipped invalid model config {path} (this job does not use it): "
+            + " ".join(reason.split())
+            for path, reason in self.invalid.items()
+        ]
+
+
+def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
+    """Every `*.yaml` under `paths.models_dir()`; invalid files are kept with their error.
+    Two valid files with one config name are an error (which one was meant is unknown)."""
+    root = directory or models_dir()
     configs: dict[str, ModelConfig] = {}
+    invalid: dict[Path, str] = {}
     for path in sorted(root.glob("*.yaml")):
-        config = load_model_config(path)
+        try:
+            config = load_model_config(path)
+        except ConfigError as error:
+            invalid[path] = str(error)
+            continue
         if config.name in configs:
             raise ConfigError(f"model config name {config.name!r} is used twice (in {path})")
         configs[config.name] = config
-    return configs
+    return ModelConfigScan(directory=root, configs=configs, invalid=invalid)
+
+
+def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
+    """Every model config by name; any invalid file is an error (use `scan_model_configs`
+    to go on without the invalid ones)."""
+    scan = scan_model_configs(directory)
+    for reason in scan.invalid.values():
+        raise ConfigError(reason)
+    return dict(scan.configs)

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eval_pipeline.crashpoints import crash_point
-from eval_pipeline.paths import var_dir
+from eval_pipeline.paths import runs_dir
 from eval_pipeline.providers.budget import (
     BudgetGate,
     wire_output_limit,
@@ -73,7 +73,7 @@ from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_boo
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import AttemptOutcome, Transport, make_transport
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
-from eval_pipeline.providers.warehouse import load_journal
+from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
 from eval_pipeline.records import FrozenRecord
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def backoff_delay_s(
 def default_journal_path(run_id: str) -> Path:
     """`<var>/runs/<run id made path-safe>/envelopes.jsonl`."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._") or "run"
-    return var_dir() / "runs" / safe / "envelopes.jsonl"
+    return runs_dir() / safe / JOURNAL_NAME
 
 
 def utc_today() -> date:

@@ -24,7 +24,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.paths import prices_path
 from eval_pipeline.providers.errors import (
     PriceError,
     UncoveredDatePriceError,
@@ -32,7 +32,6 @@ from eval_pipeline.providers.errors import (
 )
 from eval_pipeline.records import FrozenRecord
 
-DEFAULT_PRICES_PATH = CONFIGS_DIR / "prices.yaml"
 TOKENS_PER_PRICE_UNIT = 1_000_000
 MAX_PRICE_DECIMALS = 6
 VARIANT_SEPARATOR = ":"
@@ -254,8 +253,9 @@ def _load_cached(path: Path, _mtime_ns: int, _size: int) -> PriceBook:
 
 
 def load_price_book(path: Path | None = None) -> PriceBook:
-    """Load and validate the price book (default `configs/prices.yaml`); cached per file version."""
-    resolved = (path or DEFAULT_PRICES_PATH).resolve()
+    """Load and validate the price book (default `paths.prices_path()`, i.e.
+    `configs/prices.yaml`); cached per file version."""
+    resolved = (path or prices_path()).resolve()
     try:
         stat = resolved.stat()
     except FileNotFoundError as error:

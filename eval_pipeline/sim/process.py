@@ -21,6 +21,8 @@ from eval_pipeline.sim.errors import SimAdminError, SimError, SimStartupError
 from eval_pipeline.sim.server import LISTENING_PREFIX
 
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
+SIM_REQUEST_LOG = "sim-requests.jsonl"
+"""The file name a run gives the sim's request log, beside its call journal."""
 _STOP_TIMEOUT_S = 5.0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -55,6 +56,35 @@ class LabelWorldConfig(FrozenRecord):
 def scale_to_ppm(scale: float) -> int:
     """``scale`` in parts per million, rounded half-even; at least 1."""
     return max(1, round(scale * 1_000_000))
+
+
+SCALE_STEP_PPM = 1_000
+"""Resolution of the smallest working scale reported for a too-small one (0.001)."""
+
+
+def smallest_working_scale(failing: float, builds: Callable[[int], bool]) -> float | None:
+    """The smallest scale (on a 0.001 grid) above `failing` at which `builds(scale_ppm)`
+    succeeds, found by trying: doubling up to MAX_SCALE, then bisecting. None when no
+    scale up to MAX_SCALE builds (then the failure is not about scale).
+
+    Too small a scale leaves too few statement lines to plant every anomaly in; where the
+    limit lies depends on the seed, so it is found by generating, not by a formula.
+    """
+    low = scale_to_ppm(failing)
+    high = (low // SCALE_STEP_PPM + 1) * SCALE_STEP_PPM
+    limit = scale_to_ppm(MAX_SCALE)
+    while not builds(high):
+        if high >= limit:
+            return None
+        low, high = high, min(limit, high * 2)
+    first, last = low // SCALE_STEP_PPM + 1, high // SCALE_STEP_PPM
+    while first < last:  # the smallest grid point in (low, high] that builds
+        middle = (first + last) // 2
+        if builds(middle * SCALE_STEP_PPM):
+            last = middle
+        else:
+            first = middle + 1
+    return last * SCALE_STEP_PPM / 1_000_000
 
 
 def label_config(

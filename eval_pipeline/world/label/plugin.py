@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from eval_pipeline.errors import WorldError
+from eval_pipeline.errors import ConfigError, WorldError
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
 from eval_pipeline.world.fingerprint import fingerprint_tables
 from eval_pipeline.world.label import engine
@@ -20,11 +20,14 @@ from eval_pipeline.world.label.config import (
     SUPPORTED_CURRENCIES,
     LabelWorldConfig,
     label_config,
+    smallest_working_scale,
 )
 from eval_pipeline.world.label.statements import DISTRIBUTORS, PERIODS, build_statements
 
 if TYPE_CHECKING:
     from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.world.label.catalog import Catalog
+    from eval_pipeline.world.label.statements import DistributorSpec
 
 GENERATOR_VERSION = "label-1"
 # The suite lives in eval_pipeline.world.label.suite (SUITE_VERSION there); it is imported
@@ -88,6 +91,31 @@ class _PlantedMemo:
 _MEMO = _PlantedMemo()
 
 
+def _scale_error(
+    config: LabelWorldConfig,
+    catalog: Catalog,
+    specs: tuple[DistributorSpec, ...],
+    error: WorldError,
+) -> Exception:
+    """A generation failure at a small scale becomes a ConfigError naming `scale` and the
+    smallest scale that builds for this seed; any other failure is returned as it is."""
+
+    def builds(scale_ppm: int) -> bool:
+        try:
+            build_statements(config.seed, scale_ppm, catalog, specs)
+        except WorldError:
+            return False
+        return True
+
+    smallest = smallest_working_scale(config.scale, builds)
+    if smallest is None:
+        return error
+    return ConfigError(
+        f"scale {config.scale:g} is too small for seed {config.seed} ({error}); "
+        f"the smallest scale that works is {smallest:g}"
+    )
+
+
 class LabelWorld:
     """A record label's royalty operation (see docs/world.md and docs/royalty-rules.md)."""
 
@@ -112,7 +140,10 @@ class LabelWorld:
         config = label_config(seed, scale, self.currencies)
         specs = tuple(d for d in DISTRIBUTORS if d.currency in config.currencies)
         catalog = build_catalog(config.seed)
-        statements = build_statements(config.seed, config.scale_ppm, catalog, specs)
+        try:
+            statements = build_statements(config.seed, config.scale_ppm, catalog, specs)
+        except WorldError as error:
+            raise _scale_error(config, catalog, specs, error) from error
         tables: dict[str, pl.DataFrame] = {
             "artists": catalog.artists,
             "contracts": catalog.contracts,
