@@ -43,7 +43,7 @@ ORPHAN_MESSAGE = (
 
 @dataclass(frozen=True)
 class StepFailure:
-    """A failed step and the cause a user can act on (the innermost error of ours)."""
+    """A failed step and the cause a user can act on (the outermost error of ours)."""
 
     step: str
     message: str
@@ -82,12 +82,14 @@ def _our_error_names() -> set[str]:
 
 
 def step_failure_cause(step: str, error: SerializableErrorInfo) -> StepFailure:
-    """The innermost error of ours in the chain Dagster recorded (else the innermost)."""
+    """The first error of ours in the chain Dagster recorded, from the outside in (the one
+    our code raised to say what is wrong; what it was raised from is detail), else the
+    innermost error."""
     ours = _our_error_names()
     found: SerializableErrorInfo | None = None
     innermost = error
     current: SerializableErrorInfo | None = error
-    while current is not None:
+    while current is not None and found is None:
         innermost = current
         if current.cls_name in ours:
             found = current
@@ -117,7 +119,9 @@ def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
     return tuple(failed)
 
 
-def _recover(instance: dg.DagsterInstance) -> Recovery:
+def recover_after_crash(instance: dg.DagsterInstance) -> Recovery:
+    """Clean up what a demo killed mid-run left: its runs in progress marked failed, its
+    unloaded call journals loaded. Call only while holding the demo lock."""
     failed = recover_interrupted_runs(instance)
     loaded = load_pending_journals(paths.runs_dir(), paths.warehouse_path())
     return Recovery(
@@ -142,7 +146,7 @@ def run_main_job() -> MainJobOutcome:
 
         job = defs.resolve_job_def(MAIN_JOB)
         with dg.DagsterInstance.get() as instance:
-            recovery = _recover(instance)
+            recovery = recover_after_crash(instance)
             crash_point("demo.recovered")
             result = job.execute_in_process(
                 instance=instance,

@@ -170,8 +170,13 @@ def _load(journal: Path, con: duckdb.DuckDBPyConnection, batch_size: int) -> int
 def pending_journals(runs_root: Path, con: duckdb.DuckDBPyConnection) -> list[Path]:
     """Journals under `runs_root` (`<run>/envelopes.jsonl`) not loaded in full: never
     loaded, or grown since (a process killed before its session closed)."""
-    ensure_envelope_table(con)
-    loaded = dict(con.execute(f"SELECT journal, bytes FROM {LOADS_TABLE}").fetchall())
+    exists = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+        LOADS_TABLE.split("."),
+    ).fetchone()
+    loaded: dict[str, int] = {}
+    if exists and exists[0]:
+        loaded = dict(con.execute(f"SELECT journal, bytes FROM {LOADS_TABLE}").fetchall())
     return [
         path
         for path in sorted(runs_root.glob(f"*/{JOURNAL_NAME}"))

@@ -135,9 +135,7 @@ class SimState:
         line: dict[str, Any] = {"request_id": "req_" + token, "wire_format": wire}
         line.update(outcome=kind, http_status=None if plan.drop else plan.status)
         billed = self.usage[-1] if kind == "Reply" and self.usage else None
-        line["billed"] = billed is not None
-        if billed is not None:
-            line.update(billed.model_dump(mode="json"))
+        line["bill"] = billed.model_dump(mode="json") if billed is not None else None
         self._log.write(json.dumps(line) + "\n")
         self._log.flush()
 
