@@ -7,12 +7,16 @@ one model config. Each call:
 
 1. hashes everything that changes the answer (the cache key, recorded as request hash);
 2. serves a cache hit (record/replay mode), or raises on a replay miss, without network;
-3. otherwise, per attempt: waits for a provider slot, prices the worst case and reserves
-   it against the budget (refusal: the call is budget-stopped, †), sends through the SDK,
-   prices the actual usage with the tier of the day, releases the reservation to it;
-4. labels the outcome, writes the attempt's envelope to the journal as it lands, and
-   retries connect errors, timeouts, 429 and 5xx with backoff that honours Retry-After,
-   bounded in count and time — what still fails is an infrastructure error (‡);
+3. otherwise, per attempt: waits for a provider slot, prices the worst case (the wire's
+   own output limit, the dearest input kind) and reserves it against the budget (refusal:
+   the call is budget-stopped, †), journals a pre-send record (what a crash leaves: an
+   interrupted attempt), sends through the SDK, prices the actual usage with the tier of
+   the day, and — whatever happens, in `finally` — settles the reservation to what the
+   attempt may have cost (see `settled_cost`);
+4. labels the outcome, writes the attempt's envelope (redacted) to the journal as it
+   lands, and retries connect errors, timeouts, 429 and 5xx with backoff that honours
+   Retry-After, bounded in count and in time since the first attempt was sent — what
+   still fails is an infrastructure error (‡);
 5. stores a landed reply in the cache (never an infrastructure or harness error).
 """
 

@@ -2,8 +2,9 @@
 
 A call is labelled, in this order of precedence:
 
-1. ``drop`` — the path failed: connection error, timeout, 429 or 5xx, after retries
-   (the cause is kept). A 4xx caused by our own malformed request is *not* a drop: it is
+1. ``drop`` — the path failed: connection error, timeout, 429 or 5xx, after retries, or
+   the process sending it died with the attempt in flight (``interrupted``); the cause is
+   kept. A 4xx caused by our own malformed request is *not* a drop: it is
    a harness error, reported apart and unlabelled.
 2. ``empty`` — a 200 with nothing in it: empty or unparsable body, no choices/content,
    no text and no tool calls.

@@ -20,6 +20,7 @@ from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import expect_answer
+from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import AttemptOutcome
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.warehouse import COLUMNS, TABLE
@@ -247,3 +248,20 @@ def _assert_key_nowhere(folder: Path, warehouse: Path, key: str) -> None:
                     if value.startswith("{"):
                         decoded = json.dumps(json.loads(value), ensure_ascii=False)
                         assert key not in decoded, f"key found decoded in column {name}"
+
+
+def test_the_redactor_catches_every_json_spelling_of_a_key() -> None:
+    key = "sk-ant/abc+def\u00e9\U0001f511xyz"
+    redact = Redactor([key])
+    spellings = [
+        key,
+        json.dumps(key)[1:-1],  # ensure_ascii: \u00e9 and a surrogate pair
+        json.dumps(key, ensure_ascii=False)[1:-1].replace("/", "\\/"),
+        "".join(f"\\u{ord(c):04X}" if c.isascii() else c for c in key),
+    ]
+    for spelling in spellings:
+        body = '{"error": "bad key ' + spelling + '"}'
+        clean = redact(body)
+        assert clean == '{"error": "bad key [REDACTED]"}', spelling
+        assert key not in json.loads(clean)["error"]
+    assert redact("sk-ant-other") == "sk-ant-other"
