@@ -29,6 +29,22 @@ from eval_pipeline.lanes.errors import AgentWorldDbError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.warehouse import META_SCHEMA, WORLD_INFO_TABLE, WORLD_SCHEMA
 
+# How every connection in this process opens an agent database. External access off
+# refuses file scans, ATTACH, COPY and extension installs; the lock stops SET/RESET from
+# undoing any of it; Python replacement scans would otherwise let `FROM name` read a
+# Python variable. One configuration for all: DuckDB refuses a second connection to an
+# open file with a different one.
+AGENT_DB_CONFIG: dict[str, str | bool | int | float] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "python_enable_replacements": False,
+    "memory_limit": "1GB",
+    "lock_configuration": True,
+}
+
 AGENT_DB_NAME = "world.duckdb"
 BUILD_SCHEMA = "agent_build"
 SOURCE_TABLE = "world_source"
@@ -110,8 +126,17 @@ def read_agent_world_info(conn: duckdb.DuckDBPyConnection) -> AgentWorldInfo:
     )
 
 
+def open_agent_world_db(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-only, locked-down connection to an agent database (AGENT_DB_CONFIG)."""
+    if not path.is_file():
+        raise AgentWorldDbError(
+            f"agent world database {path} does not exist; build it with build_agent_world_db"
+        )
+    return duckdb.connect(str(path), read_only=True, config=dict(AGENT_DB_CONFIG))
+
+
 def _recorded_fingerprint(path: Path) -> str:
-    with duckdb.connect(str(path), read_only=True) as conn:
+    with open_agent_world_db(path) as conn:
         return read_agent_world_info(conn).fingerprint
 
 

@@ -15,6 +15,9 @@ Public surface (what the product lane builds on):
         copy the warehouse's world tables into <out>/world-<fp16>/world.duckdb, once per
         world fingerprint; returns the file. The usual `out` is paths.agent_world_dir().
     agent_world_db_path(out: Path, fingerprint: str) -> Path        # agent_db
+    open_agent_world_db(path: Path) -> DuckDBPyConnection          # agent_db
+        the only way to open the file in a process that also runs the tool: DuckDB
+        refuses a second connection with another configuration (AGENT_DB_CONFIG).
     AgentWorldInfo                                                   # agent_db
         plugin, generator_version, seed, scale, fingerprint of the copied world.
 
@@ -54,7 +57,11 @@ from typing import Any, Self
 import duckdb
 from pydantic import JsonValue
 
-from eval_pipeline.lanes.agent_db import AgentWorldInfo, read_agent_world_info
+from eval_pipeline.lanes.agent_db import (
+    AgentWorldInfo,
+    open_agent_world_db,
+    read_agent_world_info,
+)
 from eval_pipeline.lanes.errors import (
     AgentWorldDbError,
     SqlExecutionError,
@@ -67,20 +74,6 @@ from eval_pipeline.records import FrozenRecord
 ROW_LIMIT = 200  # the tool schema's promise (world/label/tools.py)
 DEFAULT_TIMEOUT_S = 5.0
 MAX_MESSAGE_CHARS = 800
-
-# DuckDB settings of the agent connection. External access off refuses file scans,
-# ATTACH, COPY and extension installs; the lock stops SET/RESET from undoing any of it;
-# Python replacement scans would otherwise let `FROM name` read a Python variable.
-AGENT_DB_CONFIG: dict[str, str | bool | int | float] = {
-    "enable_external_access": False,
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-    "allow_community_extensions": False,
-    "allow_unsigned_extensions": False,
-    "python_enable_replacements": False,
-    "memory_limit": "1GB",
-    "lock_configuration": True,
-}
 
 # Functions DuckDB lists as table functions, table macros or pragmas only, and the
 # postgres-compatibility macros: refused in any position, beyond the guard's own list.
@@ -262,14 +255,10 @@ class AgentSql:
             raise ValueError(f"row_limit must be at least 1, got {row_limit}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-        if not path.is_file():
-            raise AgentWorldDbError(
-                f"agent world database {path} does not exist; build it with build_agent_world_db"
-            )
         self.path = path
         self.row_limit = row_limit
         self.timeout_s = timeout_s
-        self._con = duckdb.connect(str(path), read_only=True, config=dict(AGENT_DB_CONFIG))
+        self._con = open_agent_world_db(path)
         self._lock = threading.Lock()
         try:
             self.world: AgentWorldInfo = read_agent_world_info(self._con)

@@ -17,6 +17,7 @@ from eval_pipeline.lanes.agent_db import (
     AGENT_DB_NAME,
     agent_world_db_path,
     build_agent_world_db,
+    open_agent_world_db,
 )
 from eval_pipeline.lanes.sql_tool import AgentSql
 from eval_pipeline.warehouse import connect, write_tables
@@ -32,9 +33,14 @@ def _fingerprint(warehouse: Path) -> str:
 
 
 def test_the_copy_holds_the_world_tables_and_nothing_else(
-    agent_db: Path, small_warehouse: Path
+    agent_db: Path, small_warehouse: Path, tmp_path: Path
 ) -> None:
-    with duckdb.connect(str(agent_db), read_only=True) as conn:
+    # A byte copy, so a plain connection may attach the warehouse beside it even while
+    # the session's tool holds the original open with external access off.
+    copy = tmp_path / "world" / AGENT_DB_NAME
+    copy.parent.mkdir()
+    shutil.copy(agent_db, copy)
+    with duckdb.connect(str(copy), read_only=True) as conn:
         conn.execute(f"ATTACH '{small_warehouse}' AS source (READ_ONLY)")
         copied = conn.execute(
             "SELECT schema_name, table_name FROM duckdb_tables() "
@@ -61,7 +67,7 @@ def test_the_copy_holds_the_world_tables_and_nothing_else(
 
 
 def test_enum_columns_stay_enums_and_compare_as_text(agent_db: Path) -> None:
-    with duckdb.connect(str(agent_db), read_only=True) as conn:
+    with open_agent_world_db(agent_db) as conn:
         types = dict(
             conn.execute(
                 "SELECT column_name, data_type FROM duckdb_columns() "
@@ -173,3 +179,14 @@ def test_a_warehouse_without_a_world_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(WarehouseError, match=r"has no meta\.world_info; materialize the world"):
         build_agent_world_db(empty, tmp_path / "agent")
     assert not (tmp_path / "agent").exists()
+
+
+def test_building_while_the_tool_has_the_file_open_reuses_it(
+    small_warehouse: Path, tmp_path: Path
+) -> None:
+    """DuckDB refuses a second connection to an open file with another configuration, so
+    checking the cached copy must open it exactly as the tool does."""
+    path = build_agent_world_db(small_warehouse, tmp_path)
+    with AgentSql(path) as tool:
+        assert build_agent_world_db(small_warehouse, tmp_path) == path
+        assert tool.run("SELECT count(*) FROM artists").rows == ((150,),)
