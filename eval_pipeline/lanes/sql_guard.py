@@ -16,7 +16,6 @@ database with external access off (see `sql_tool`).
 
 from __future__ import annotations
 
-import functools
 import unicodedata
 from collections.abc import Iterable
 
@@ -70,10 +69,15 @@ _FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = (
 )
 
 
-@functools.cache
+_FORBIDDEN_BY_TYPE: dict[type[exp.Expr], bool] = {}
+
+
 def _is_forbidden(node_type: type[exp.Expr]) -> bool:
     """Memoized per node class: the walk asks once per node, the answer is per class."""
-    return issubclass(node_type, _FORBIDDEN_NODES)
+    forbidden = _FORBIDDEN_BY_TYPE.get(node_type)
+    if forbidden is None:
+        forbidden = _FORBIDDEN_BY_TYPE[node_type] = issubclass(node_type, _FORBIDDEN_NODES)
+    return forbidden
 
 
 # Scalar functions that read settings, the environment, the catalog or logs, run
