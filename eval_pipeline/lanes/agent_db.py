@@ -178,10 +178,11 @@ def _copy_world(conn: duckdb.DuckDBPyConnection, warehouse: Path, info: AgentWor
 def build_agent_world_db(warehouse: Path, out: Path) -> Path:
     """Copy the warehouse's `world` tables into ``<out>/world-<fp>/world.duckdb``; return it.
 
-    Reads the warehouse read-only. Returns the existing copy when one for the same world
-    fingerprint is already there; otherwise writes a temporary file beside the target and
-    renames it into place, so a reader never sees a half-written database and two builders
-    racing on the same world both end with a complete file.
+    Reads the warehouse read-only (DuckDB refuses that while this same process holds it
+    open for writing). Returns the existing copy when one for the same world fingerprint
+    is already there; otherwise writes a temporary file beside the target and renames it
+    into place, so a reader never sees a half-written database and two builders racing
+    on the same world both end with a complete file.
     """
     if not warehouse.exists():
         raise WarehouseError(f"warehouse {warehouse} does not exist; materialize the world first")
@@ -189,7 +190,15 @@ def build_agent_world_db(warehouse: Path, out: Path) -> Path:
         try:
             conn.execute(f"ATTACH {_literal(str(warehouse))} AS {_SOURCE_ALIAS} (READ_ONLY)")
         except duckdb.Error as error:
-            raise WarehouseError(f"cannot open warehouse {warehouse} read-only: {error}") from error
+            hint = ""
+            if "already attached" in str(error):
+                hint = (
+                    "; this process holds it open for writing: build the agent database "
+                    "before opening that connection, or close it first"
+                )
+            raise WarehouseError(
+                f"cannot open warehouse {warehouse} read-only: {error}{hint}"
+            ) from error
         info = _read_source_info(conn, warehouse)
         target = agent_world_db_path(out, info.fingerprint)
         if target.exists() and _recorded_fingerprint(target) == info.fingerprint:

@@ -25,6 +25,8 @@ Public surface (what the product lane builds on):
         .run(query: str) -> SqlResult       guarded; raises SqlToolError subclasses
         .world: AgentWorldInfo              which world the file holds
         .world_tables: tuple[str, ...]      table names a query may read
+        .guard: SqlGuard                    .check(query) -> CheckedQuery(sql, tables),
+                                            refusing without running (e.g. for traces)
         .close() / context manager
     SqlResult (frozen): columns, column_types, rows (JSON-safe: dates and times as ISO
         text, Decimals and intervals as text, bytes as hex), row_count, truncated,
@@ -35,6 +37,12 @@ Public surface (what the product lane builds on):
         SqlExecutionError DuckDB rejected the query or failed running it (bad column...)
         SqlTimeoutError   interrupted at the time limit; the tool stays usable
     All derive from SqlToolError(LaneError); a lane turns them into tool error results.
+
+Elapsed time counts the whole call (guard, DuckDB, conversion). The time limit covers
+execution and fetching; a timed-out query leaves the tool usable. Values: ENUM columns of
+the world read back as text and are typed VARCHAR; DuckDB error text is passed on with
+ENUM types shortened to VARCHAR and at most MAX_MESSAGE_CHARS characters; cells are not
+truncated (200 rows of long clause bodies can be large).
 
 Thread safety: `run` may be called from several threads at once (the lane calls it from
 asyncio through a worker thread); each call gets its own DuckDB cursor. Close the tool

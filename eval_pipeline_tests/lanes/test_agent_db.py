@@ -190,3 +190,17 @@ def test_building_while_the_tool_has_the_file_open_reuses_it(
     with AgentSql(path) as tool:
         assert build_agent_world_db(small_warehouse, tmp_path) == path
         assert tool.run("SELECT count(*) FROM artists").rows == ((150,),)
+
+
+def test_a_warehouse_this_process_is_writing_is_refused_with_a_way_out(
+    small_warehouse: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse.duckdb"
+    shutil.copy(small_warehouse, warehouse)
+    writer = connect(warehouse)
+    try:
+        with pytest.raises(WarehouseError, match="holds it open for writing"):
+            build_agent_world_db(warehouse, tmp_path / "agent")
+    finally:
+        writer.close()
+    assert build_agent_world_db(warehouse, tmp_path / "agent").exists()

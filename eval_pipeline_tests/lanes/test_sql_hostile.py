@@ -4,6 +4,7 @@ its group names, in one readable line that leaks nothing from outside `world`.""
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import duckdb
@@ -75,6 +76,8 @@ def test_hostile_query_is_refused_with_a_readable_reason(
     assert re.search(pattern, reason), reason
     assert "\n" not in reason and len(reason) <= 400, reason
     assert not re.search(r"Traceback|sqlglot|<class|Token\(", reason), reason
+    invisible = [c for c in reason if not c.isprintable() or unicodedata.category(c) == "Cf"]
+    assert not invisible, f"reason hides characters {invisible!r}: {reason!r}"
     leaked = sorted(
         name
         for name in hidden_names

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,7 @@ from eval_pipeline.lanes.errors import (
     SqlTimeoutError,
 )
 from eval_pipeline.lanes.sql_tool import ROW_LIMIT, AgentSql, SqlResult
+from eval_pipeline.world.label.tools import LABEL_TOOLS, RUN_SQL
 
 RUNAWAY = "SELECT sum(a.units * b.units) FROM statement_lines AS a, statement_lines AS b"
 ENDLESS = "WITH RECURSIVE t AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"
@@ -90,6 +92,16 @@ def test_analytic_queries_match_the_warehouse(
     ]
     assert not result.truncated
     assert result.tables and set(result.tables) <= set(agent_sql.world_tables)
+
+
+def test_the_tool_schema_promises_what_the_tool_does(agent_sql: AgentSql) -> None:
+    """The model reads the schema's description: its table list and row limit must be
+    the ones run_sql enforces."""
+    (spec,) = [tool for tool in LABEL_TOOLS if tool.name == RUN_SQL]
+    listed = re.search(r"\(([a-z_, ]+)\)", spec.description)
+    assert listed is not None
+    assert tuple(sorted(listed.group(1).split(", "))) == agent_sql.world_tables
+    assert f"at most {ROW_LIMIT} rows" in spec.description
 
 
 def test_result_records_the_world_tables_read(agent_sql: AgentSql) -> None:
