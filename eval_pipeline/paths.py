@@ -22,6 +22,11 @@ def warehouse_path() -> Path:
     return Path(override).resolve() if override else var_dir() / "warehouse.duckdb"
 
 
+def agent_world_dir() -> Path:
+    """Where the product lane's world-only databases are built: `<var>/agent_world`."""
+    return var_dir() / "agent_world"
+
+
 def default_world_config() -> Path:
     """The world config the main job builds: `EVALP_WORLD_CONFIG` or the committed default."""
     override = os.environ.get("EVALP_WORLD_CONFIG")
