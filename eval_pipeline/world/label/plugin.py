@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -173,6 +173,12 @@ class LabelWorld:
             chosen, salt=f"truth/{self.name}/{self.generator_version}/{world.fingerprint}"
         )
         return AnswerKey(tables=MappingProxyType(chosen), fingerprint=fingerprint)
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The label world's tools (eval_pipeline.world.label.tools), as JSON-ready dicts."""
+        from eval_pipeline.world.label.tools import LABEL_TOOLS
+
+        return [tool.model_dump(mode="json") for tool in LABEL_TOOLS]
 
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """The evaluation cases of the label suite (eval_pipeline.world.label.suite)."""

@@ -9,6 +9,7 @@ planted (see :func:`eval_pipeline.world.label.statements.build_statements`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -116,10 +117,22 @@ def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
     )
 
 
-def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) -> pl.DataFrame:
-    """The anomaly registry of a world under ``reading``: one row per flagged or borderline
-    line (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
-    related_line_id), in line order."""
+@dataclass(frozen=True)
+class LineEvidence:
+    """The few lines any reconciliation rule could apply to, with the facts the rules read.
+
+    Collected once per world; :func:`registry` then applies a reading of the rules to it
+    cheaply, so the suite can try every misreading of F1-F7 without rescanning the lines.
+    """
+
+    repeats: pl.DataFrame
+    """Lines sharing statement, ISRC, channel, outlet, units, amount and currency."""
+    singles: pl.DataFrame
+    """Lines matching a single-line rule, with known, statement_currency, release date."""
+
+
+def collect_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
+    """Scan the lines once for everything F1-F7 could apply to."""
     lines = world["statement_lines"]
     statement_currency = dict(world["statements"].select("statement_id", "currency").iter_rows())
     release_of_isrc = (
@@ -130,10 +143,12 @@ def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) 
             on="release_id",
             how="left",
         )
+        .select("isrc", "original_release_date")
     )
     period_ends = {
         period: engine.period_end(period) for period in lines.get_column("period").unique()
     }
+    latest_release = release_of_isrc.get_column("original_release_date").max()
     facts = lines.select(
         "line_id",
         "statement_id",
@@ -148,17 +163,30 @@ def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) 
         ),
         period_end=pl.col("period").replace_strict(period_ends, return_dtype=pl.Date),
     )
-    # Release dates only for the lines that could be pre-release (a cheap first cut: the
-    # last release is in the final period, so only lines before it can qualify).
-    latest_release = release_of_isrc.get_column("original_release_date").max()
-    early = facts.filter(pl.col("known") & (pl.col("period_end") < latest_release)).join(
-        release_of_isrc.select("isrc", "original_release_date"), on="isrc", how="left"
+    # A cheap first cut: only lines before the last release date can be pre-release.
+    singles = facts.filter(
+        ~pl.col("known")
+        | (pl.col("currency") != pl.col("statement_currency"))
+        | (pl.col("units") <= 0)
+        | (pl.col("period_end") < latest_release)
+    ).join(release_of_isrc, on="isrc", how="left")
+    singles = singles.filter(
+        ~pl.col("known")
+        | (pl.col("currency") != pl.col("statement_currency"))
+        | (pl.col("units") < 0)
+        | ((pl.col("units") == 0) & (pl.col("amount_minor") != 0))
+        | (pl.col("period_end") < pl.col("original_release_date"))
     )
-    pre_release = early.filter(pl.col("period_end") < pl.col("original_release_date"))
+    repeats = lines.filter(pl.struct(list(_TWIN_COLUMNS)).is_duplicated())
+    return LineEvidence(repeats=repeats, singles=singles)
 
-    # Duplicates and territory twins agree on these columns: find the few candidates once.
-    candidates = lines.filter(pl.struct(list(_TWIN_COLUMNS)).is_duplicated())
-    found: list[pl.DataFrame] = [_duplicates(candidates, reading.duplicate_copy)]
+
+def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFrame:
+    """The anomaly registry under ``reading``: one row per flagged or borderline line
+    (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
+    related_line_id), in line order."""
+    facts = evidence.singles
+    found: list[pl.DataFrame] = [_duplicates(evidence.repeats, reading.duplicate_copy)]
     if reading.flag_unknown_isrc:
         found.append(
             _rows(
@@ -197,7 +225,7 @@ def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) 
     if reading.flag_pre_release:
         found.append(
             _rows(
-                pre_release,
+                facts.filter(pl.col("period_end") < pl.col("original_release_date")),
                 "pre_release",
                 True,
                 pl.format(
@@ -215,8 +243,8 @@ def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) 
             pl.lit("a customer return: negative units with a negative amount"),
         )
     )
-    found.append(_twins(candidates, reading.flag_territory_twins))
-    registry = (
+    found.append(_twins(evidence.repeats, reading.flag_territory_twins))
+    rows = (
         pl.concat(found)
         .with_columns(
             rank=pl.col("kind").replace_strict(
@@ -229,10 +257,15 @@ def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) 
         .unique(subset="line_id", keep="first", maintain_order=True)
         .drop("rank")
     )
-    return registry.with_row_index("n", offset=1).select(
+    return rows.with_row_index("n", offset=1).select(
         pl.format("ANM-{}", pl.col("n").cast(pl.String).str.zfill(3)).alias("anomaly_id"),
         *REGISTRY_SCHEMA,
     )
+
+
+def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) -> pl.DataFrame:
+    """The anomaly registry of a world under ``reading`` (see :func:`registry`)."""
+    return registry(collect_evidence(world), reading)
 
 
 def flagged_line_ids(registry: pl.DataFrame) -> pl.Series:

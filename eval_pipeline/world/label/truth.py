@@ -126,14 +126,15 @@ def _summed_lines(lines: pl.DataFrame, earning: pl.Series) -> pl.DataFrame:
 
 def compute_truth(
     world: Mapping[str, pl.DataFrame],
-    token: str,
+    token: str | None,
     reading: RuleReading = RULES,
     *,
     registry: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
 
-    ``registry`` is the anomaly registry under the same reading, when already computed.
+    ``registry`` is the anomaly registry under the same reading, when already computed;
+    without a canary ``token`` (part of a world) the canary table is left empty.
     """
     if registry is None:
         registry = flag_lines(world, reading)
@@ -214,7 +215,7 @@ def compute_truth(
         "account_ledger": account_ledger,
         "track_period_royalties": track_period,
         "anomalies": registry,
-        "canary": _canary(world, token),
+        "canary": _canary(world, token) if token is not None else _NO_CANARY,
         "contract_terms": contract_terms,
         "statement_totals": _statement_totals(world, royalties, registry, statement_ids),
     }
@@ -290,6 +291,46 @@ def _contract_terms(
         .with_columns(escalated=pl.col("applied_rate_ppm") != pl.col("rate_ppm"))
         .sort(["contract_id", "channel", "period"])
     )
+
+
+_NO_CANARY = pl.DataFrame(
+    schema={"contract_id": pl.String, "clause_number": pl.Int64, "token": pl.String}
+)
+
+
+def subset_world(
+    world: Mapping[str, pl.DataFrame], artist_ids: set[str]
+) -> dict[str, pl.DataFrame]:
+    """The part of a world that belongs to some artists: their catalog, contracts, money and
+    statement lines. Every rule is local to an artist (escalators count a contract's lines,
+    pooled accounts hold one artist's contracts), so the ledgers of these artists computed
+    on the part equal those computed on the whole world."""
+    keep = sorted(artist_ids)
+    releases = world["releases"].filter(pl.col("artist_id").is_in(keep))
+    tracks = world["tracks"].filter(pl.col("release_id").is_in(releases["release_id"].implode()))
+    contracts = world["contracts"].filter(pl.col("artist_id").is_in(keep))
+    accounts = world["recoupment_accounts"].filter(pl.col("artist_id").is_in(keep))
+    part = dict(world)
+    part.update(
+        artists=world["artists"].filter(pl.col("artist_id").is_in(keep)),
+        releases=releases,
+        tracks=tracks,
+        contracts=contracts,
+        contract_rates=world["contract_rates"].filter(
+            pl.col("contract_id").is_in(contracts["contract_id"].implode())
+        ),
+        recoupment_accounts=accounts,
+        advances=world["advances"].filter(
+            pl.col("account_id").is_in(accounts["account_id"].implode())
+        ),
+        expenses=world["expenses"].filter(
+            pl.col("account_id").is_in(accounts["account_id"].implode())
+        ),
+        statement_lines=world["statement_lines"].filter(
+            pl.col("isrc").is_in(tracks["isrc"].implode())
+        ),
+    )
+    return part
 
 
 def _canary(world: Mapping[str, pl.DataFrame], token: str) -> pl.DataFrame:
