@@ -168,7 +168,9 @@ class Oracle:
             by_base[base].append((kind, effective, contract_id, channel, rate, units, escalated))
         return by_base
 
-    def terms(self, contract_id: str, channel: str, period: str) -> tuple[int, int | None, int | None]:
+    def terms(
+        self, contract_id: str, channel: str, period: str
+    ) -> tuple[int, int | None, int | None]:
         """Rule 4: the row in force on the period's last day (latest amendment, then id)."""
         last_day = period_end(period)
         base_row = None
@@ -330,7 +332,9 @@ class Oracle:
         return str(self.sql("SELECT isrc FROM tracks WHERE track_id = ?", p["track_id"])[0][0])
 
     def _track_count_of_release(self, p: Mapping[str, str]) -> str:
-        return str(self.sql("SELECT count(*) FROM tracks WHERE release_id = ?", p["release_id"])[0][0])
+        return str(
+            self.sql("SELECT count(*) FROM tracks WHERE release_id = ?", p["release_id"])[0][0]
+        )
 
     def _original_release_date(self, p: Mapping[str, str]) -> str:
         query = "SELECT original_release_date FROM releases WHERE release_id = ?"

@@ -332,27 +332,15 @@ class Planter:
         )
 
     def _plant_genuine_return(self, i: int, flaggable: bool) -> None:
-        dist = self.dist_index["DST-04"]
-        popular = (
-            self.catalog.track_facts.filter(
-                pl.col("has_physical") & (pl.col("release_date") < date(2024, 7, 1))
-            )
-            .sort(["popularity", "track_index"], descending=[True, False])
-            .head(10)
-        )
-        for _ in range(100):
-            track = popular.row(self.draw(popular.height), named=True)
-            period_index = self.draw(len(PERIODS))
-            stmt_index = dist * len(PERIODS) + period_index
-            sold = self.lines.select(
-                pl.col("tmp").filter(
-                    (pl.col("stmt_index") == stmt_index)
-                    & (pl.col("track_index") == track["track_index"])
-                    & self.channel("physical")
-                )
+        if "physical" not in self.candidates:
+            self.candidates["physical"] = self.lines.select(
+                pl.col("tmp").filter(self.dist("DST-04") & self.channel("physical"))
             ).to_series()
-            if sold.len() == 0:
-                continue
+        sales = self.candidates["physical"]
+        for _ in range(100):
+            if sales.len() == 0:
+                break
+            sold = sales.gather([self.draw(sales.len())])
             template = self.line_at(int(sold[0]))
             free = self.free_combos(template, "physical")
             if not free:
@@ -377,7 +365,10 @@ class Planter:
                 "units with a matching negative amount; a real line that earns (negatively)",
             )
             return
-        raise WorldError("no physical sale to attach a genuine return to")  # pragma: no cover
+        raise WorldError(
+            "no physical sale with a free territory to attach a customer return to "
+            "(the world is too small: raise its scale)"
+        )
 
     def _plant_territory_near_duplicate(self, i: int, flaggable: bool) -> None:
         for _ in range(100):

@@ -98,9 +98,16 @@ def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
         .filter(pl.col("territories") > 1)
     )
     members = (
-        groups.explode("ids")
+        groups.with_columns(second=pl.col("ids").list.get(1))
+        .explode("ids")
         .rename({"ids": "line_id"})
         .join(candidates.select("line_id", "territory"), on="line_id", how="left")
+        # Each line names another of its group: the first line names the second.
+        .with_columns(
+            other=pl.when(pl.col("line_id") == pl.col("first"))
+            .then(pl.col("second"))
+            .otherwise(pl.col("first"))
+        )
     )
     if flag:
         members = members.filter(pl.col("line_id") != pl.col("first"))
@@ -110,10 +117,10 @@ def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
         flag,
         pl.format(
             "same statement, ISRC, channel, outlet, units and amount as line {} but territory {}",
-            "first",
+            "other",
             "territory",
         ),
-        pl.col("first"),
+        pl.col("other"),
     )
 
 

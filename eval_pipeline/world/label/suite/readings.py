@@ -24,6 +24,9 @@ from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
 POOL_PER_SITUATION = 6
+WHOLE_WORLD_LINES = 150_000
+"""A world with fewer statement lines than this is its own pool (cheap, and small worlds
+need every subject to find cases that discriminate)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ def choose_pool(
 ) -> frozenset[str]:
     """About :data:`POOL_SIZE` artists: the one whose contract carries the injected clause,
     a few from each rare situation, then any others."""
+    everyone = world["artists"].get_column("artist_id").sort().to_list()
+    if world["statement_lines"].height < WHOLE_WORLD_LINES:
+        return frozenset(everyone)
     canary_contracts = truth["canary"].get_column("contract_id").to_list()
     pool: list[str] = (
         world["contracts"]
@@ -115,7 +121,6 @@ def choose_pool(
         for i in order[:POOL_PER_SITUATION]:
             if artists[i] not in pool:
                 pool.append(artists[i])
-    everyone = world["artists"].get_column("artist_id").sort().to_list()
     for i in stream.child("others").permutation(len(everyone)):
         if len(pool) >= POOL_SIZE:
             break

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import polars as pl
@@ -45,6 +46,8 @@ class Selector:
     need: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, list[Candidate]] = field(default_factory=dict)
     chosen: dict[str, list[Candidate]] = field(default_factory=dict)
+    support: dict[str, int] = field(default_factory=dict)
+    """How many candidate subjects, over all templates, exercise each misreading."""
 
     def __post_init__(self) -> None:
         self.need = {m: COVERAGE for m in self.views.misread}
@@ -78,6 +81,8 @@ class Selector:
             other = template.table(view).select(*params, pl.col("answer").alias(misreading_id))
             other = other.unique(subset=params, keep="first")
             frame = frame.join(other, on=params, how="left", maintain_order="left")
+            if template.absent_answer is not None:
+                frame = frame.with_columns(pl.col(misreading_id).fill_null(template.absent_answer))
         if template.rule_bearing:
             differs = [
                 pl.col(m).is_not_null() & (pl.col(m) != pl.col("answer")) for m in misread_views
@@ -96,6 +101,12 @@ class Selector:
             candidates.append(Candidate(row=wording, answer=answer, misread=misread, artist=artist))
         if template.rule_bearing:
             candidates = [c for c in candidates if c.misread]
+        if template.requires_rule is not None:
+            candidates = [
+                c
+                for c in candidates
+                if any(MISREADINGS_BY_ID[m].rule_id == template.requires_rule for m in c.misread)
+            ]
         if len(candidates) < template.count:
             raise WorldError(
                 f"suite template {template.name} needs {template.count} subjects, the world offers "
@@ -111,6 +122,7 @@ class Selector:
             for candidate in self.evaluate(template):
                 for m in candidate.misread:
                     support[m] += 1
+        self.support = support
 
         def rarity(template: Template) -> tuple[int, str]:
             counts = [support[m] for c in self.evaluate(template) for m in c.misread]
@@ -124,21 +136,33 @@ class Selector:
         order = stream.permutation(len(candidates))
         taken: list[int] = []
         artists: set[str] = set()
+        answers: set[str] = set()
         for _ in range(template.count):
-            best, best_score = -1, (-1, -1)
+            best, best_score = -1, (-1, -1, Fraction(-1), -1)
             for index in order:
                 if index in taken:
                     continue
                 candidate = candidates[index]
-                gain = sum(1 for m in candidate.misread if self.need[m] > 0)
+                # A misreading few subjects exercise is worth more than a common one.
+                gain = sum(
+                    (
+                        Fraction(1, self.support.get(m) or 1)
+                        for m in candidate.misread
+                        if self.need[m] > 0
+                    ),
+                    Fraction(0),
+                )
                 fresh = int(candidate.artist is None or candidate.artist not in artists)
-                score = (gain, fresh)
+                # A YES/NO or count question should not always have the same answer.
+                new_answer = int(candidate.answer not in answers)
+                score = (new_answer, int(gain > 0), gain, fresh)
                 if score > best_score:
                     best, best_score = index, score
             taken.append(best)
             chosen = candidates[best]
             if chosen.artist is not None:
                 artists.add(chosen.artist)
+            answers.add(chosen.answer)
             for m in chosen.misread:
                 self.need[m] -= 1
         self.chosen[template.name] = [candidates[i] for i in sorted(taken)]

@@ -58,6 +58,11 @@ class Template:
     rule_bearing: bool = False
     reads_rulebook: bool = True
     """False for lookups, whose answers no reading of the rulebook can change."""
+    absent_answer: str | None = None
+    """The answer for a subject a view's table does not list (a line no registry lists is
+    not flagged); None where absence means the view did not compute it."""
+    requires_rule: str | None = None
+    """A rule every subject must exercise (cross-collateral cases must turn on pooling)."""
     artist_column: str | None = None
     """The column naming the subject's artist: money subjects come from the artists whose
     misreadings were computed, and one artist is not asked about twice per template."""
@@ -293,6 +298,7 @@ TEMPLATES: tuple[Template, ...] = (
         first_call=_calculator,
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
+        requires_rule="R7",
         artist_column="artist_id",
     ),
     # -- sql_analytics --------------------------------------------------------------
@@ -357,6 +363,7 @@ TEMPLATES: tuple[Template, ...] = (
         answer_line=_fixed(contract_line("YES or NO")),
         first_call=_sql,
         rule_bearing=True,
+        absent_answer="NO",
     ),
     Template(
         name="anomaly_kind_count",
