@@ -88,6 +88,15 @@ class Oracle:
             self.db.unregister("frame")
         self._ledgers: dict[str, dict[str, Any]] = {}
 
+    def reading(self, options: Options) -> Oracle:
+        """The same world read with other options: the tables, flags and lines are shared,
+        the ledgers are computed afresh."""
+        other = Oracle.__new__(Oracle)
+        other.world, other.options, other.db, other._ledgers = self.world, options, self.db, {}
+        for shared in ("flag_kinds", "deal_of_isrc", "_rate_rows", "lines_by_artist"):
+            other.__dict__[shared] = getattr(self, shared)
+        return other
+
     def sql(self, query: str, *params: object) -> list[tuple[Any, ...]]:
         return self.db.execute(query, list(params)).fetchall()
 
