@@ -316,7 +316,10 @@ class Oracle:
         if "artist_id" in key:
             return key["artist_id"]
         if "isrc" in key:
-            query = "SELECT r.artist_id FROM tracks t JOIN releases r USING (release_id) WHERE t.isrc = ?"
+            query = (
+                "SELECT r.artist_id FROM tracks t JOIN releases "
+                "r USING (release_id) WHERE t.isrc = ?"
+            )
             return str(self.sql(query, key["isrc"])[0][0])
         if "account_id" in key:
             query = "SELECT artist_id FROM recoupment_accounts WHERE account_id = ?"

@@ -26,10 +26,10 @@ from eval_pipeline.world.label import (
     LabelWorldConfig,
     label_config,
 )
-from eval_pipeline.world.label.catalog import canary_token
-from eval_pipeline.world.label.config import DEFAULT_CONFIG_PATH
 from eval_pipeline.world.label.anomalies import ANOMALY_PLAN
 from eval_pipeline.world.label.calibrate import CROSSINGS, TIES
+from eval_pipeline.world.label.catalog import canary_token
+from eval_pipeline.world.label.config import DEFAULT_CONFIG_PATH
 from eval_pipeline.world.label.plugin import check_planted
 from eval_pipeline.world.label.statements import PlantedLine
 

@@ -41,9 +41,7 @@ def disagreements(oracle: Oracle, cases: tuple[Case, ...] | list[Case]) -> list[
     return wrong
 
 
-def misreading_disagreements(
-    base: Oracle, cases: list[Case] | tuple[Case, ...]
-) -> list[str]:
+def misreading_disagreements(base: Oracle, cases: list[Case] | tuple[Case, ...]) -> list[str]:
     wrong = []
     for misreading_id, options in MISREAD_OPTIONS.items():
         oracle = base.reading(options)
@@ -52,7 +50,8 @@ def misreading_disagreements(
                 answer = oracle.answer(case.template, case.params)
                 if answer != case.misreadings[misreading_id]:
                     wrong.append(
-                        f"{case.case_id} {misreading_id}: suite {case.misreadings[misreading_id]}, oracle {answer}"
+                        f"{case.case_id} {misreading_id}: suite "
+                        f"{case.misreadings[misreading_id]}, oracle {answer}"
                     )
     return wrong
 

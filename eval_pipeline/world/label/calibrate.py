@@ -12,6 +12,7 @@ moved thresholds, so text and table agree.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -101,10 +102,10 @@ def calibrate_escalators(
         return rates
     bump = stream.child("bump")
     updated = []
-    for index, row in enumerate(rates.iter_rows(named=True)):
+    for index, original in enumerate(rates.iter_rows(named=True)):
+        row: dict[str, Any] = dict(original)
         key = (row["contract_id"], row["channel"])
         if key in moves:
-            row = dict(row)
             row["escalator_units"] = moves[key]
             if row["escalated_rate_ppm"] is None:
                 row["escalated_rate_ppm"] = row["rate_ppm"] + 2_500 * bump.between(index, 8, 20)

@@ -620,7 +620,7 @@ def build_catalog(seed: int) -> Catalog:
     ids = contracts.ids
 
     rows: dict[str, list[object]] = {k: [] for k in _CONTRACT_SCHEMA}
-    entries = [
+    entries: list[tuple[str, int, str, str | None, date, int]] = [
         (ids[c], contracts.artist[c], "base", None, contracts.effective[c], c)
         for c in range(len(ids))
     ]

@@ -119,27 +119,33 @@ def choose_months(world: GeneratedWorld, key: AnswerKey) -> list[Pick]:
     return [
         Pick(
             "A plain artist-month",
-            "One independent account with nothing to recoup, no escalator in play: every step is the bare rule.",
+            "One independent account with nothing to recoup, no "
+            "escalator in play: every step is the bare rule.",
             *plain,
         ),
         Pick(
             "A cross-collateralized artist-month",
-            "A pooled account: royalties earned under any of the artist's contracts recoup what was advanced or spent under all of them (rule R7).",
+            "A pooled account: royalties earned under any of the artist's contracts "
+            "recoup what was advanced or spent under all of them (rule R7).",
             *pooled,
         ),
         Pick(
             "An escalator that bites",
-            "The month's unflagged units under one contract and channel, summed over every distributor, exceed the threshold, so every line of that channel earns the escalated rate (rule R5).",
+            "The month's unflagged units under one contract and channel, summed over every "
+            "distributor, exceed the threshold, so every line of that channel earns the "
+            "escalated rate (rule R5).",
             *escalator,
         ),
         Pick(
             "Four currencies",
-            "Lines in USD, EUR, GBP and JPY, each converted on its own at the month's rate and rounded to the micro-dollar before the rate is applied (rule R2).",
+            "Lines in USD, EUR, GBP and JPY, each converted on its own at the month's "
+            "rate and rounded to the micro-dollar before the rate is applied (rule R2).",
             *currencies,
         ),
         Pick(
             "Recoupment that consumes part of the earnings",
-            "What is still owed is less than the month's earnings: it is recovered in full and the rest is payable (rule R8).",
+            "What is still owed is less than the month's earnings: it "
+            "is recovered in full and the rest is payable (rule R8).",
             *partial,
         ),
     ]
@@ -224,7 +230,10 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
     yield f"- FX {pick.period} (usd_per_unit_micro): " + ", ".join(
         f"{c} {r:,}" for c, r in fx.select("currency", "usd_per_unit_micro").iter_rows()
     )
-    yield "- terms in force on the period's last day (rule R4), and unflagged units in the period (rule R5):"
+    yield (
+        "- terms in force on the period's last day (rule "
+        "R4), and unflagged units in the period (rule R5):"
+    )
     yield ""
     yield "| contract | channel | set by | rate | escalator | units in period | rate applied |"
     yield "|---|---|---|---|---|---|---|"
@@ -247,7 +256,10 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
     yield ""
     yield "- unflagged lines, grouped (each line converted and rounded on its own, then summed):"
     yield ""
-    yield "| contract | distributor | channel | currency | lines | units | Σ amount (minor) | Σ gross USD | rate | Σ royalty USD |"
+    yield (
+        "| contract | distributor | channel | currency | lines | units "
+        "| Σ amount (minor) | Σ gross USD | rate | Σ royalty USD |"
+    )
     yield "|---|---|---|---|---|---|---|---|---|---|"
     groups: dict[tuple[str, str, str, str], list[int]] = {}
     for row in rows:
@@ -277,10 +289,14 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
         total_gross += gross
         total_royalty += royalty
         yield (
-            f"| {contract} | {distributor} | {channel} | {currency} | {n} | {units:,} | {amount:,} | "
+            f"| {contract} | {distributor} | {channel} | "
+            f"{currency} | {n} | {units:,} | {amount:,} | "
             f"{_money6(gross)} | {percent(rate)} | {_money6(royalty)} |"
         )
-    yield f"| **total** | | | | {len(rows)} | | | {_money6(total_gross)} | | **{_money6(total_royalty)}** |"
+    yield (
+        f"| **total** | | | | {len(rows)} | | | "
+        f"{_money6(total_gross)} | | **{_money6(total_royalty)}** |"
+    )
     yield ""
     yield "- worked lines (the first line of each currency):"
     yield ""
@@ -294,17 +310,22 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
         exponent = engine.exponent_of(str(row["currency"]))
         product = int(row["amount_minor"]) * int(row["fx"])  # type: ignore[call-overload]
         yield (
-            f"  - line {row['line_id']} ({row['distributor_id']}, {row['isrc']}, {row['territory']}, "
+            f"  - line {row['line_id']} ({row['distributor_id']}, "
+            f"{row['isrc']}, {row['territory']}, "
             f"{row['outlet']}): {int(row['amount_minor']):,} {row['currency']} minor units × "  # type: ignore[call-overload]
             f"{int(row['fx']):,} / 10^{exponent} = {product:,} / {10**exponent:,} → gross "  # type: ignore[call-overload]
             f"{line.gross_usd_micro:,} µUSD; × {line.rate_ppm:,} / 10^6 = "
-            f"{line.gross_usd_micro * line.rate_ppm:,} / 10^6 → royalty {line.royalty_micro:,} µUSD "
+            f"{line.gross_usd_micro * line.rate_ppm:,} / "
+            f"10^6 → royalty {line.royalty_micro:,} µUSD "
             f"({_money6(line.royalty_micro)})"
         )
     yield ""
     yield "- recoupment (rule R8):"
     yield ""
-    yield "| account | balance before (incl. new charges) | new charges | earnings | recouped = min(earnings, balance) | balance after | payable |"
+    yield (
+        "| account | balance before (incl. new charges) | new charges | earnings "
+        "| recouped = min(earnings, balance) | balance after | payable |"
+    )
     yield "|---|---|---|---|---|---|---|"
     earned_by_account: dict[str, int] = defaultdict(int)
     account_of = dict(w["contracts"].select("contract_id", "recoupment_account_id").iter_rows())
@@ -323,13 +344,15 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
             account["earnings_micro"],
         ):
             raise WorldError(
-                f"worked month {pick.artist_id} {pick.period}: scalar path disagrees with the answer key for {account['account_id']}"
+                f"worked month {pick.artist_id} {pick.period}: scalar path "
+                f"disagrees with the answer key for {account['account_id']}"
             )
         payables.append(step.payable_micro)
         yield (
             f"| {account['account_id']} | {_money6(step.balance_before_micro)} | "
             f"{_money6(int(account['charges_micro']))} | {_money6(step.earnings_micro)} | "
-            f"{_money6(step.recouped_micro)} | {_money6(step.balance_after_micro)} | {_money6(step.payable_micro)} |"
+            f"{_money6(step.recouped_micro)} | {_money6(step.balance_after_micro)} "
+            f"| {_money6(step.payable_micro)} |"
         )
     yield from _opening_balances(world, key, pick, accounts)
     cents = engine.net_payable_cents(payables)
@@ -338,10 +361,14 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
     )["net_payable_cents"][0]
     if cents != expected or total_royalty != sum(earned_by_account.values()):
         raise WorldError(
-            f"worked month {pick.artist_id} {pick.period}: net payable {cents} != answer key {expected}"
+            f"worked month {pick.artist_id} {pick.period}: "
+            f"net payable {cents} != answer key {expected}"
         )
     yield ""
-    yield f"- net payable (rule R9): half_even({sum(payables):,} µUSD / 10^4) = **{cents:,} cents = {_cents(cents)}**"
+    yield (
+        f"- net payable (rule R9): half_even({sum(payables):,} "
+        f"µUSD / 10^4) = **{cents:,} cents = {_cents(cents)}**"
+    )
 
 
 def _opening_balances(
@@ -387,7 +414,8 @@ def _opening_balances(
         yield ""
         yield (
             f"- opening balance of {account['account_id']}: charges up to the previous period "
-            f"{_money6(charged)} ({listed}), less {_money6(recouped)} recouped before {pick.period}, "
+            f"{_money6(charged)} ({listed}), less "
+            f"{_money6(recouped)} recouped before {pick.period}, "
             f"= {_money6(opening)}."
         )
         if charged - recouped != opening:

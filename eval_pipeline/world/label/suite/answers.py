@@ -63,11 +63,12 @@ def fixed_point_text(value: pl.Expr, places: int) -> pl.Expr:
     """An integer count of 10^-places units as decimal text: 123456, 2 -> "1234.56"
     (the vectorized twin of :func:`cents_text` and :func:`micro_text`)."""
     scale = 10**places
-    sign = pl.when(value < 0).then(pl.lit("-")).otherwise(pl.lit(""))
-    whole = (value.abs() // scale).cast(pl.String)
+    sign: pl.Expr = pl.when(value < 0).then(pl.lit("-")).otherwise(pl.lit(""))
+    whole: pl.Expr = (value.abs() // scale).cast(pl.String)
     if places == 0:
-        return sign + whole
-    return sign + whole + pl.lit(".") + (value.abs() % scale).cast(pl.String).str.zfill(places)
+        return pl.concat_str(sign, whole)
+    fraction = (value.abs() % scale).cast(pl.String).str.zfill(places)
+    return pl.concat_str(sign, whole, pl.lit("."), fraction)
 
 
 def cents_expr(cents: pl.Expr) -> pl.Expr:
