@@ -51,9 +51,9 @@ def _cells(world: Mapping[str, pl.DataFrame], registry: pl.DataFrame) -> pl.Data
 
 def _pick(
     stream: Stream, candidates: pl.DataFrame, n: int, taken: set[tuple[str, str]]
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """Up to ``n`` cells on distinct rate rows not yet taken, drawn in a seeded order."""
-    chosen: list[dict[str, object]] = []
+    chosen: list[dict[str, Any]] = []
     rows = candidates.to_dicts()
     for index in stream.permutation(len(rows)):
         row = rows[index]
@@ -88,15 +88,13 @@ def calibrate_escalators(
         stream.child("crossings"), cells.filter(pl.col("flagged_units") != 0), CROSSINGS, taken
     )
     moves: dict[tuple[str, str], int] = {}
-    for row in ties:
-        moves[(str(row["source_contract_id"]), str(row["channel"]))] = int(row["clean_units"])  # type: ignore[call-overload]
-    for row in crossings:
-        clean, flagged = int(row["clean_units"]), int(row["flagged_units"])  # type: ignore[call-overload]
+    for tie in ties:
+        moves[(tie["source_contract_id"], tie["channel"])] = int(tie["clean_units"])
+    for cell in crossings:
+        clean, flagged = int(cell["clean_units"]), int(cell["flagged_units"])
         # Flagged units added: at the threshold without them, over it with them; removed
         # (negative units): over it without them, at it with them.
-        moves[(str(row["source_contract_id"]), str(row["channel"]))] = (
-            clean if flagged > 0 else clean - 1
-        )
+        moves[(cell["source_contract_id"], cell["channel"])] = clean if flagged > 0 else clean - 1
     rates = world["contract_rates"]
     if not moves:
         return rates
