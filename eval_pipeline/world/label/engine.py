@@ -15,38 +15,13 @@ Units
     * royalty rates: parts per million of net receipts (``rate_ppm``; 180_000 = 18%).
 
 Rules
-    1. Clean lines only. A statement line registered as a flaggable anomaly earns nothing;
-       a borderline line (a genuine return, a near-duplicate in another territory) is a
-       real line and earns like any other.
-    2. Conversion. ``gross_usd_micro = half_even(amount_minor * usd_per_unit_micro /
-       10^exponent)`` with the FX rate of the line's period and currency.
-    3. Deal in force. A track earns under the artist's base contract whose term
-       (``effective_date`` .. ``term_end_date``, inclusive) covers the original release
-       date of the track's release. The contract's royalty obligations outlive its term.
-    4. Terms. For each base contract, channel and period, the terms are those in force on
-       the period's last day: the row of the latest amendment of that contract (by
-       ``effective_date``, then by contract id) that carries the channel and whose
-       ``effective_date`` is on or before that day; otherwise the base contract's row. An
-       amendment row replaces the whole row: rate, escalator threshold and escalated rate.
-    5. Escalator. ``units_in_period`` is the sum of ``units`` over the clean lines of the
-       contract and channel in the period (all distributors and currencies). If the
-       terms have an escalator and ``units_in_period > escalator_units``, every line of
-       that contract, channel and period earns ``escalated_rate_ppm``; otherwise
-       ``rate_ppm``.
-    6. Line royalty. ``royalty_micro = half_even(gross_usd_micro * rate_ppm / 10^6)``,
-       rounded per line.
-    7. Earnings. An account's earnings for a period are the sum of the royalties of the
-       lines whose contract recoups into that account (independent accounts: one
-       contract; pooled accounts: every contract of a cross-collateralized artist).
-    8. Recoupment. Charges are advances paid plus recoupable expenses incurred, each
-       counted in the first period whose last day is on or after its date (anything dated
-       before 2025 is charged in the first period). ``balance_before = previous
-       balance_after + charges of the period``; ``recouped = min(max(earnings, 0),
-       balance_before)``; ``balance_after = balance_before - recouped``;
-       ``payable_micro = earnings - recouped``. The first period opens at zero: no
-       recoupment happened before the world's first statement period.
-    9. Net payable. Per artist and period, ``net_payable_cents = half_even(sum over the
-       artist's accounts of payable_micro / 10^4)``: rounded to cents once, at the end.
+    The rules are the label's rulebook (:mod:`eval_pipeline.world.label.rulebook`, the
+    world table ``label_policies``, section 2 of ``docs/royalty-rules.md``): this module
+    implements R2 (conversion), R3 (deal in force), R4 (terms), R5 (escalator), R6 (line
+    royalty), R8 (recoupment) and R9 (net payable); R1 and the reconciliation policies
+    F1-F7 decide which lines reach it (:mod:`reconcile`, :mod:`truth`). The functions
+    also take the knobs of the misreadings the suite tells apart (half-up rounding, ``>=``
+    at the threshold, terms of the period's first day, ...), defaulting to the rules.
 
 Half-even ("banker's") rounding rounds to the nearest integer and a tie to the even one:
 ``half_even(5/2) = 2``, ``half_even(7/2) = 4``, ``half_even(-5/2) = -2``.
