@@ -111,7 +111,9 @@ def freeze_suite(world: GeneratedWorld, answer_key: AnswerKey, root: Path) -> Fi
     """Build the plugin's suite on this world and freeze it under `root`."""
     plugin = get_world_plugin(world.plugin)
     cases = plugin.build_suite(world, answer_key)
-    return freeze_fixtures(cases, world_provenance(world, answer_key), plugin.suite_version, root)
+    return freeze_fixtures(
+        cases, world_provenance(world, answer_key), plugin.suite_version, root, plugin.tool_specs()
+    )
 
 
 def record_fixture_set(conn: duckdb.DuckDBPyConnection, fixture_set: FixtureSet) -> None:

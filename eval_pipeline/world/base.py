@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import polars as pl
 
@@ -63,6 +63,11 @@ class WorldPlugin(Protocol):
         self, world: GeneratedWorld, tables: Mapping[str, pl.DataFrame]
     ) -> AnswerKey:
         """An answer key read back from storage, its fingerprint recomputed."""
+        ...
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools both lanes offer a model (name, description, JSON input schema); frozen
+        with the fixtures, since the cases' expected tool calls are written against them."""
         ...
 
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:

@@ -26,9 +26,12 @@ from eval_pipeline.world.label import (
     LabelWorldConfig,
     label_config,
 )
+from eval_pipeline.world.label.anomalies import ANOMALY_PLAN
+from eval_pipeline.world.label.calibrate import CROSSINGS, TIES
 from eval_pipeline.world.label.catalog import canary_token
 from eval_pipeline.world.label.config import DEFAULT_CONFIG_PATH
-from eval_pipeline.world.label.plugin import _MEMO
+from eval_pipeline.world.label.plugin import check_planted
+from eval_pipeline.world.label.statements import PlantedLine
 
 # The reference platform's world at its default seed (docs/world.md).
 REFERENCE_SIZES = {
@@ -52,7 +55,7 @@ def _lines_without_flaggable(world: GeneratedWorld, key: AnswerKey) -> pl.DataFr
 def test_tables_present(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
     assert tuple(label_world.tables) == WORLD_TABLES
     assert set(label_key.tables) == set(TRUTH_TABLES)
-    assert label_world.plugin == "label" and label_world.generator_version == "label-1"
+    assert label_world.plugin == "label" and label_world.generator_version == "label-2"
 
 
 def test_sizes_match_the_reference(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
@@ -100,11 +103,23 @@ def test_scale_multiplies_lines_only(label_world: GeneratedWorld) -> None:
     doubled = LabelWorld().generate(label_world.seed, 2.0)
     ratio = doubled.tables["statement_lines"].height / label_world.tables["statement_lines"].height
     assert 1.97 <= ratio <= 2.03
+    # A few escalator thresholds are calibrated on the month's lines (calibrate.py): only
+    # those rows, and the clauses that state them, may differ between scales.
+    rates = doubled.tables["contract_rates"].join(
+        label_world.tables["contract_rates"], on=["contract_id", "channel"], suffix="_1x"
+    )
+    moved = rates.filter(pl.col("escalator_units").ne_missing(pl.col("escalator_units_1x")))
+    assert moved.height <= 2 * (TIES + CROSSINGS)
+    assert (
+        rates.drop(
+            "escalator_units", "escalator_units_1x", "escalated_rate_ppm", "escalated_rate_ppm_1x"
+        ).height
+        == rates.height
+    )
     for name in (
         "artists",
         "contracts",
-        "contract_rates",
-        "contract_clauses",
+        "label_policies",
         "advances",
         "expenses",
         "releases",
@@ -153,8 +168,7 @@ def test_world_config_files(tmp_path: Path) -> None:
 def test_fewer_currencies_drop_distributors() -> None:
     world = LabelWorld(currencies=("EUR", "USD")).generate(3, 0.1)
     key = LabelWorld(currencies=("EUR", "USD")).answer_key(world)
-    # A default plugin (as the pipeline gets it by name) regenerates the same world.
-    _MEMO._items.clear()
+    # A default plugin (as the pipeline gets it by name) computes the same answer key.
     assert get_world_plugin("label").answer_key(world).fingerprint == key.fingerprint
     assert world.tables["distributors"]["distributor_id"].to_list() == [
         "DST-01",
@@ -171,13 +185,15 @@ def test_fewer_currencies_drop_distributors() -> None:
 
 
 def test_anomaly_registry(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
+    """Every registry row is identifiable from visible columns, by the rule its kind names."""
     anomalies = label_key.tables["anomalies"]
-    assert anomalies.height == 40
-    assert anomalies.filter(pl.col("flaggable")).height == 38
-    assert anomalies.filter(pl.col("borderline")).height == 2
+    flaggable = anomalies.filter(pl.col("flaggable"))
+    fewest = sum(low for _, low, _, flag in ANOMALY_PLAN if flag)
+    most = sum(high for _, _, high, flag in ANOMALY_PLAN if flag)
+    assert fewest <= flaggable.height <= most
     assert anomalies.filter(pl.col("flaggable") == pl.col("borderline")).height == 0
-    assert anomalies["line_id"].n_unique() == 40
-    kinds = set(anomalies.filter(pl.col("flaggable"))["kind"])
+    assert anomalies["line_id"].n_unique() == anomalies.height
+    kinds = set(flaggable["kind"])
     assert {"duplicate", "unknown_isrc", "currency_mismatch", "negative_units"} <= kinds
 
     lines = label_world.tables["statement_lines"]
@@ -201,6 +217,8 @@ def test_anomaly_registry(label_world: GeneratedWorld, label_key: AnswerKey) -> 
             same = [c for c in lines.columns if c not in ("line_id", "territory")]
             assert all(row[c] == original[c] for c in same), row
             assert (row["territory"] == original["territory"]) == (kind == "duplicate")
+            if kind == "duplicate":
+                assert row["line_id"] > original["line_id"], "the later line is the copy (F1)"
         elif kind == "unknown_isrc":
             assert row["isrc"] not in known
         elif kind == "currency_mismatch":
@@ -219,6 +237,46 @@ def test_anomaly_registry(label_world: GeneratedWorld, label_key: AnswerKey) -> 
             assert row["currency"] == row["statement_currency"]
 
 
+def test_anomaly_counts_vary_with_the_seed() -> None:
+    def counts(seed: int) -> dict[str, int]:
+        world = LabelWorld().generate(seed, 0.05)
+        registry = LabelWorld().answer_key(world).tables["anomalies"].filter(pl.col("flaggable"))
+        return dict(registry.group_by("kind").len().iter_rows())
+
+    assert len({tuple(sorted(counts(seed).items())) for seed in (1, 2, 3)}) > 1
+
+
+def test_the_rules_must_find_what_was_planted(label_key: AnswerKey) -> None:
+    """The generator's self-check: a planted line the visible rules miss stops generation."""
+    registry = label_key.tables["anomalies"]
+    planted = [
+        PlantedLine(
+            kind=row["kind"],
+            line_id=row["line_id"],
+            related_line_id=None,
+            flaggable=row["flaggable"],
+            note="",
+        )
+        for row in registry.iter_rows(named=True)
+        if row["kind"] != "duplicate"
+    ] + [
+        PlantedLine(
+            kind="duplicate",
+            line_id=row["related_line_id"],
+            related_line_id=row["line_id"],
+            flaggable=True,
+            note="",
+        )
+        for row in registry.filter(pl.col("kind") == "duplicate").iter_rows(named=True)
+    ]
+    check_planted(registry, planted)
+    invisible = PlantedLine(
+        kind="negative_units", line_id=1, related_line_id=None, flaggable=True, note=""
+    )
+    with pytest.raises(WorldError, match=r"planted but not flagged \[1\]"):
+        check_planted(registry, [*planted, invisible])
+
+
 def test_flaggable_lines_are_excluded_and_borderline_included(
     label_world: GeneratedWorld, label_key: AnswerKey
 ) -> None:
@@ -232,9 +290,10 @@ def test_flaggable_lines_are_excluded_and_borderline_included(
     assert (totals["clean_lines"] + totals["flaggable_lines"]).to_list() == totals[
         "line_count"
     ].to_list()
-    assert totals["flaggable_lines"].sum() == 38
-    borderline = label_key.tables["anomalies"].filter(pl.col("borderline"))["line_id"]
-    assert clean.filter(pl.col("line_id").is_in(borderline.implode())).height == 2
+    registry = label_key.tables["anomalies"]
+    assert totals["flaggable_lines"].sum() == registry.filter(pl.col("flaggable")).height
+    borderline = registry.filter(pl.col("borderline"))["line_id"]
+    assert clean.filter(pl.col("line_id").is_in(borderline.implode())).height == borderline.len()
 
 
 def test_clean_lines_have_unique_keys(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
@@ -272,18 +331,35 @@ def test_exactly_one_canary(label_world: GeneratedWorld, label_key: AnswerKey) -
 
 
 def test_royalty_clauses_agree_with_contract_rates(label_world: GeneratedWorld) -> None:
-    clauses = label_world.tables["contract_clauses"].filter(pl.col("clause_number") == 3)
-    base_rates = label_world.tables["contract_rates"].filter(
-        ~pl.col("contract_id").str.contains("-A")
+    """Base contracts state their rates in their royalty clause, amendments in clause 2;
+    a row without a threshold says so."""
+    clauses = label_world.tables["contract_clauses"].filter(
+        pl.col("body").str.contains("of net receipts", literal=True)
     )
     text = dict(zip(clauses["contract_id"], clauses["body"], strict=True))
-    for row in base_rates.iter_rows(named=True):
+    for row in label_world.tables["contract_rates"].iter_rows(named=True):
         body = text[row["contract_id"]]
         whole, rest = divmod(row["rate_ppm"], 10_000)
         percent = f"{whole}%" if rest == 0 else f"{whole}.{rest:04d}".rstrip("0") + "%"
-        assert f"{row['channel'].capitalize()}: {percent} of net receipts." in body
-        if row["escalator_units"] is not None:
-            assert f"exceed {row['escalator_units']:,}" in body
+        sentence = f"{row['channel'].capitalize()}: {percent} of net receipts"
+        if row["escalator_units"] is None:
+            assert f"{sentence}, with no escalation." in body
+        else:
+            assert f"{sentence}. Where {row['channel']} units" in body
+            assert f"exceed {row['escalator_units']:,} (strictly more" in body
+
+
+def test_clauses_vary_by_contract_and_never_contradict_the_rules(
+    label_world: GeneratedWorld,
+) -> None:
+    clauses = label_world.tables["contract_clauses"]
+    base = clauses.filter(~pl.col("contract_id").str.contains("-A"))
+    assert base.group_by("clause_number").agg(pl.col("heading").n_unique())["heading"].min() > 1
+    per_contract = base.group_by("contract_id").agg(n=pl.len())["n"]
+    assert per_contract.min() == 8 and per_contract.max() > 9
+    amendment_texts = " ".join(clauses.filter(pl.col("heading") == "Amendment")["body"])
+    assert "From the effective date" not in amendment_texts
+    assert "each for the whole period" in amendment_texts
 
 
 def test_every_track_has_one_deal(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
@@ -327,13 +403,12 @@ def test_ledger_invariants(label_world: GeneratedWorld, label_key: AnswerKey) ->
 
 
 def test_answer_key_from_stored_tables(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
-    """A world read back from storage: fingerprint recomputed; the answer key regenerates the
-    planted registry from the seed (no in-process memo) and refuses tampered tables."""
+    """A world read back from storage gives the same answer key from its tables alone (no
+    generator state); a changed table changes the world's fingerprint and the key."""
     plugin = plugin_for_config(load_world_config(DEFAULT_CONFIG_PATH))
     tables = {name: df.clone() for name, df in label_world.tables.items()}
     stored = plugin.world_from_tables(label_world.seed, label_world.scale, tables)
     assert stored.fingerprint == label_world.fingerprint
-    _MEMO._items.clear()
     assert plugin.answer_key(stored).fingerprint == label_key.fingerprint
     tables["statement_lines"] = tables["statement_lines"].with_columns(
         pl.when(pl.col("line_id") == 1)
@@ -343,8 +418,7 @@ def test_answer_key_from_stored_tables(label_world: GeneratedWorld, label_key: A
     )
     tampered = plugin.world_from_tables(label_world.seed, label_world.scale, tables)
     assert tampered.fingerprint != label_world.fingerprint
-    with pytest.raises(WorldError, match="was not generated"):
-        plugin.answer_key(tampered)
+    assert plugin.answer_key(tampered).fingerprint != label_key.fingerprint
 
 
 def test_registry_returns_a_world_plugin() -> None:

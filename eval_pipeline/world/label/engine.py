@@ -15,38 +15,13 @@ Units
     * royalty rates: parts per million of net receipts (``rate_ppm``; 180_000 = 18%).
 
 Rules
-    1. Clean lines only. A statement line registered as a flaggable anomaly earns nothing;
-       a borderline line (a genuine return, a near-duplicate in another territory) is a
-       real line and earns like any other.
-    2. Conversion. ``gross_usd_micro = half_even(amount_minor * usd_per_unit_micro /
-       10^exponent)`` with the FX rate of the line's period and currency.
-    3. Deal in force. A track earns under the artist's base contract whose term
-       (``effective_date`` .. ``term_end_date``, inclusive) covers the original release
-       date of the track's release. The contract's royalty obligations outlive its term.
-    4. Terms. For each base contract, channel and period, the terms are those in force on
-       the period's last day: the row of the latest amendment of that contract (by
-       ``effective_date``, then by contract id) that carries the channel and whose
-       ``effective_date`` is on or before that day; otherwise the base contract's row. An
-       amendment row replaces the whole row: rate, escalator threshold and escalated rate.
-    5. Escalator. ``units_in_period`` is the sum of ``units`` over the clean lines of the
-       contract and channel in the period (all distributors and currencies). If the
-       terms have an escalator and ``units_in_period > escalator_units``, every line of
-       that contract, channel and period earns ``escalated_rate_ppm``; otherwise
-       ``rate_ppm``.
-    6. Line royalty. ``royalty_micro = half_even(gross_usd_micro * rate_ppm / 10^6)``,
-       rounded per line.
-    7. Earnings. An account's earnings for a period are the sum of the royalties of the
-       lines whose contract recoups into that account (independent accounts: one
-       contract; pooled accounts: every contract of a cross-collateralized artist).
-    8. Recoupment. Charges are advances paid plus recoupable expenses incurred, each
-       counted in the first period whose last day is on or after its date (anything dated
-       before 2025 is charged in the first period). ``balance_before = previous
-       balance_after + charges of the period``; ``recouped = min(max(earnings, 0),
-       balance_before)``; ``balance_after = balance_before - recouped``;
-       ``payable_micro = earnings - recouped``. The first period opens at zero: no
-       recoupment happened before the world's first statement period.
-    9. Net payable. Per artist and period, ``net_payable_cents = half_even(sum over the
-       artist's accounts of payable_micro / 10^4)``: rounded to cents once, at the end.
+    The rules are the label's rulebook (:mod:`eval_pipeline.world.label.rulebook`, the
+    world table ``label_policies``, section 2 of ``docs/royalty-rules.md``): this module
+    implements R2 (conversion), R3 (deal in force), R4 (terms), R5 (escalator), R6 (line
+    royalty), R8 (recoupment) and R9 (net payable); R1 and the reconciliation policies
+    F1-F7 decide which lines reach it (:mod:`reconcile`, :mod:`truth`). The functions
+    also take the knobs of the misreadings the suite tells apart (half-up rounding, ``>=``
+    at the threshold, terms of the period's first day, ...), defaulting to the rules.
 
 Half-even ("banker's") rounding rounds to the nearest integer and a tie to the even one:
 ``half_even(5/2) = 2``, ``half_even(7/2) = 4``, ``half_even(-5/2) = -2``.
@@ -59,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import polars as pl
 
@@ -78,6 +53,38 @@ _TWO_PLACES = Decimal("0.01")
 # -- integer helpers: one implementation, two faces ------------------------------------
 
 
+Rounding = Literal["half_even", "half_up"]
+"""How a division is rounded: the rules use half-even; half-up (ties away from zero) is the
+common misreading the suite checks its cases against."""
+
+
+@overload
+def div_round(numerator: int, divisor: int, rounding: Rounding = "half_even") -> int: ...
+
+
+@overload
+def div_round(
+    numerator: pl.Expr, divisor: int | pl.Expr, rounding: Rounding = "half_even"
+) -> pl.Expr: ...
+
+
+def div_round(numerator: Any, divisor: Any, rounding: Rounding = "half_even") -> Any:
+    """``numerator / divisor`` rounded to an integer, for a positive integer divisor.
+
+    The same arithmetic runs on Python ints (exact, unbounded) and on polars integer
+    expressions (Int64; callers keep ``|numerator| < 2**63``). Floor division and a
+    non-negative remainder are the same in both (polars follows Python's semantics). A tie
+    goes to the even neighbour (``half_even``) or away from zero (``half_up``).
+    """
+    if isinstance(divisor, int) and divisor <= 0:
+        raise ValueError(f"divisor must be positive, got {divisor}")
+    quotient = numerator // divisor
+    twice_remainder = (numerator - quotient * divisor) * 2
+    tie_up = (quotient % 2 == 1) if rounding == "half_even" else (numerator >= 0)
+    round_up = (twice_remainder > divisor) | ((twice_remainder == divisor) & tie_up)
+    return quotient + round_up
+
+
 @overload
 def div_half_even(numerator: int, divisor: int) -> int: ...
 
@@ -87,37 +94,13 @@ def div_half_even(numerator: pl.Expr, divisor: int | pl.Expr) -> pl.Expr: ...
 
 
 def div_half_even(numerator: Any, divisor: Any) -> Any:
-    """``numerator / divisor`` rounded half to even, for a positive integer divisor.
-
-    The same arithmetic runs on Python ints (exact, unbounded) and on polars integer
-    expressions (Int64; callers keep ``|numerator| < 2**63``). Floor division and a
-    non-negative remainder are the same in both (polars follows Python's semantics).
-    """
-    if isinstance(divisor, int) and divisor <= 0:
-        raise ValueError(f"divisor must be positive, got {divisor}")
-    quotient = numerator // divisor
-    twice_remainder = (numerator - quotient * divisor) * 2
-    round_up = (twice_remainder > divisor) | ((twice_remainder == divisor) & (quotient % 2 == 1))
-    return quotient + round_up
+    """``numerator / divisor`` rounded half to even (the rules' rounding everywhere)."""
+    return div_round(numerator, divisor, "half_even")
 
 
-@overload
-def usd_micro_from_minor(amount_minor: int, usd_per_unit_micro: int, exponent: int) -> int: ...
-
-
-@overload
-def usd_micro_from_minor(
-    amount_minor: pl.Expr, usd_per_unit_micro: pl.Expr, exponent: pl.Expr
-) -> pl.Expr: ...
-
-
-def usd_micro_from_minor(amount_minor: Any, usd_per_unit_micro: Any, exponent: Any) -> Any:
+def usd_micro_from_minor(amount_minor: int, usd_per_unit_micro: int, exponent: int) -> int:
     """Rule 2: a statement amount in minor units converted to micro-USD, half-even."""
-    if isinstance(exponent, pl.Expr):
-        divisor: Any = pl.lit(10, dtype=pl.Int64).pow(exponent.cast(pl.Int64))
-    else:
-        divisor = 10**exponent
-    return div_half_even(amount_minor * usd_per_unit_micro, divisor)
+    return div_half_even(amount_minor * usd_per_unit_micro, 10**exponent)
 
 
 @overload
@@ -134,16 +117,16 @@ def royalty_micro_from_gross(gross_usd_micro: Any, rate_ppm: Any) -> Any:
 
 
 @overload
-def cents_from_micro(micro: int) -> int: ...
+def cents_from_micro(micro: int, rounding: Rounding = "half_even") -> int: ...
 
 
 @overload
-def cents_from_micro(micro: pl.Expr) -> pl.Expr: ...
+def cents_from_micro(micro: pl.Expr, rounding: Rounding = "half_even") -> pl.Expr: ...
 
 
-def cents_from_micro(micro: Any) -> Any:
+def cents_from_micro(micro: Any, rounding: Rounding = "half_even") -> Any:
     """Micro-USD to cents, half-even (rule 9)."""
-    return div_half_even(micro, MICRO_PER_CENT)
+    return div_round(micro, MICRO_PER_CENT, rounding)
 
 
 def applicable_rate_ppm(
@@ -167,13 +150,14 @@ def applicable_rate_ppm_expr(
     rate_ppm: pl.Expr,
     escalator_units: pl.Expr,
     escalated_rate_ppm: pl.Expr,
+    *,
+    strict: bool = True,
 ) -> pl.Expr:
-    """Rule 5 as a polars expression (a null threshold or escalated rate means no escalator)."""
-    escalates = (
-        escalator_units.is_not_null()
-        & escalated_rate_ppm.is_not_null()
-        & (units_in_period > escalator_units)
-    )
+    """Rule 5 as a polars expression (a null threshold or escalated rate means no escalator).
+
+    ``strict=False`` is the misreading "at or above the threshold"."""
+    above = units_in_period > escalator_units if strict else units_in_period >= escalator_units
+    escalates = escalator_units.is_not_null() & escalated_rate_ppm.is_not_null() & above
     return pl.when(escalates).then(escalated_rate_ppm).otherwise(rate_ppm).cast(pl.Int64)
 
 
@@ -220,13 +204,23 @@ def period_frame(periods: Sequence[str]) -> pl.DataFrame:
 # -- vectorized face: terms, deals, line royalties ------------------------------------
 
 
+TermsAsOf = Literal["period_end", "period_start"]
+
+
 def resolve_terms(
-    contracts: pl.DataFrame, contract_rates: pl.DataFrame, periods: Sequence[str]
+    contracts: pl.DataFrame,
+    contract_rates: pl.DataFrame,
+    periods: Sequence[str],
+    *,
+    as_of: TermsAsOf = "period_end",
+    amendment_replaces_row: bool = True,
 ) -> pl.DataFrame:
     """Rule 4: the terms in force per base contract, channel and period.
 
     Columns: contract_id (the base contract), channel, period, rate_ppm, escalator_units,
     escalated_rate_ppm, source_contract_id (the base or the amendment that set the row).
+    ``as_of="period_start"`` and ``amendment_replaces_row=False`` are misreadings (terms of
+    the period's first day; an amendment row that keeps the base row's escalator).
     """
     rows = contract_rates.join(
         contracts.select("contract_id", "kind", "amends_contract_id", "effective_date"),
@@ -236,9 +230,10 @@ def resolve_terms(
         base_contract_id=pl.coalesce("amends_contract_id", "contract_id"),
         is_amendment=pl.col("kind") == "amendment",
     )
+    day = pl.col("period_end") if as_of == "period_end" else pl.col("period_end").dt.month_start()
     candidates = (
         rows.join(period_frame(periods), how="cross")
-        .filter(~pl.col("is_amendment") | (pl.col("effective_date") <= pl.col("period_end")))
+        .filter(~pl.col("is_amendment") | (pl.col("effective_date") <= day))
         .sort(
             [
                 "base_contract_id",
@@ -253,6 +248,19 @@ def resolve_terms(
     resolved = candidates.unique(
         subset=["base_contract_id", "channel", "period"], keep="last", maintain_order=True
     )
+    if not amendment_replaces_row:
+        base_rows = rows.filter(~pl.col("is_amendment")).select(
+            "base_contract_id",
+            "channel",
+            base_units=pl.col("escalator_units"),
+            base_rate=pl.col("escalated_rate_ppm"),
+        )
+        resolved = resolved.join(
+            base_rows, on=["base_contract_id", "channel"], how="left", maintain_order="left"
+        ).with_columns(
+            escalator_units=pl.coalesce("escalator_units", "base_units"),
+            escalated_rate_ppm=pl.coalesce("escalated_rate_ppm", "base_rate"),
+        )
     return resolved.select(
         pl.col("base_contract_id").alias("contract_id"),
         "channel",
@@ -390,6 +398,10 @@ def line_royalties(
     periods: Sequence[str],
     keep: Sequence[str] = ("line_id",),
     include: pl.Series | None = None,
+    *,
+    count_units: pl.Series | None = None,
+    rounding: Rounding = "half_even",
+    escalator_strict: bool = True,
 ) -> pl.DataFrame:
     """Rules 2, 5 and 6 over clean statement lines, in the lines' own row order.
 
@@ -398,6 +410,9 @@ def line_royalties(
     ``include`` (a Boolean Series aligned with ``lines``) is given, only those lines count
     (rule 1: pass the lines that are not flaggable anomalies). Every counted line must
     have a known ISRC, period, channel and FX rate, or WorldError names a sample.
+    ``count_units`` (a superset of ``include``), ``rounding="half_up"`` and
+    ``escalator_strict=False`` compute misreadings: units of lines that do not earn still
+    counted toward escalators, ties rounded up, "at or above" the threshold.
 
     Returns the ``keep`` columns of ``lines``, units and amount_minor, and integer columns
     (lookups are dense-array gathers, so no string column moves): deal_index (row of
@@ -429,9 +444,23 @@ def line_royalties(
             key = (contract_codes[contract] * n_channels + CHANNELS.index(channel)) * n_periods
             key += period_codes[period]
             rate_dense[key], esc_units_dense[key], esc_rate_dense[key] = rate, esc_units, esc_rate
-    deal_contract = pl.Series(
-        [contract_codes[c] for c in deals.get_column("contract_id").to_list()], dtype=pl.Int64
-    )
+    deal_contracts = [contract_codes[c] for c in deals.get_column("contract_id").to_list()]
+    deal_contract = pl.Series(deal_contracts, dtype=pl.Int64)
+    units_elsewhere: pl.Expr = pl.lit(0, dtype=pl.Int64)
+    if count_units is not None:
+        # Units of lines that count toward escalators without earning (a misreading): few
+        # lines, summed per (contract, channel, period) key in plain Python.
+        extra = [0] * size
+        others = count_units if include is None else count_units & ~include
+        for isrc, channel, period, units in (
+            lines.filter(others).select("isrc", "channel", "period", "units").iter_rows()
+        ):
+            deal = isrc_codes.get(isrc)
+            if deal is None or channel not in CHANNELS or period not in period_codes:
+                continue
+            key = (deal_contracts[deal] * n_channels + CHANNELS.index(channel)) * n_periods
+            extra[key + period_codes[period]] += units
+        units_elsewhere = pl.lit(pl.Series(extra, dtype=pl.Int64)).gather(pl.col("_key"))
 
     def code(column: str, categories: Sequence[str]) -> pl.Expr:
         # An Enum cast is a dictionary lookup; values outside the categories become null.
@@ -496,7 +525,7 @@ def line_royalties(
         pl.exclude("_divisor", "_key"),
         _numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
         _divisor=pl.col("_divisor"),
-        units_in_period=pl.col("units").sum().over("_key"),
+        units_in_period=pl.col("units").sum().over("_key") + units_elsewhere,
         _rate=pl.lit(pl.Series(rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_units=pl.lit(pl.Series(esc_units_dense, dtype=pl.Int64)).gather(pl.col("_key")),
         _esc_rate=pl.lit(pl.Series(esc_rate_dense, dtype=pl.Int64)).gather(pl.col("_key")),
@@ -509,9 +538,13 @@ def line_royalties(
         )
     coded = coded.select(
         pl.exclude("_numerator", "_divisor", "_esc_units", "_esc_rate"),
-        gross_usd_micro=div_half_even(pl.col("_numerator"), pl.col("_divisor")),
+        gross_usd_micro=div_round(pl.col("_numerator"), pl.col("_divisor"), rounding),
         rate_ppm=applicable_rate_ppm_expr(
-            pl.col("units_in_period"), pl.col("_rate"), pl.col("_esc_units"), pl.col("_esc_rate")
+            pl.col("units_in_period"),
+            pl.col("_rate"),
+            pl.col("_esc_units"),
+            pl.col("_esc_rate"),
+            strict=escalator_strict,
         ),
     )
     _check_int64("gross_usd_micro × rate_ppm", coded, "gross_usd_micro", "rate_ppm")
@@ -522,7 +555,7 @@ def line_royalties(
     )
     return coded.select(
         pl.exclude("_numerator"),
-        royalty_micro=div_half_even(pl.col("_numerator"), PPM),
+        royalty_micro=div_round(pl.col("_numerator"), PPM, rounding),
     )
 
 
@@ -640,22 +673,39 @@ def recoupment_ledger(
     return pl.DataFrame(columns, schema=schema)
 
 
-def artist_ledger(account_ledger: pl.DataFrame) -> pl.DataFrame:
-    """Rule 9 per artist and period from the account ledger."""
+PayableRounding = Literal["per_artist", "per_account"]
+
+
+def artist_ledger(
+    account_ledger: pl.DataFrame,
+    *,
+    rounding: Rounding = "half_even",
+    payable_rounding: PayableRounding = "per_artist",
+) -> pl.DataFrame:
+    """Rule 9 per artist and period from the account ledger (``per_account`` rounding and
+    ``half_up`` are misreadings: each account's payable rounded to the cent, then summed)."""
+    if payable_rounding == "per_artist":
+        net_payable = cents_from_micro(pl.col("payable_micro"), rounding)
+    else:
+        net_payable = pl.col("payable_cents_by_account")
     return (
-        account_ledger.group_by(["artist_id", "period"])
+        account_ledger.with_columns(
+            payable_cents_by_account=cents_from_micro(pl.col("payable_micro"), rounding)
+        )
+        .group_by(["artist_id", "period"])
         .agg(
             gross_micro=pl.col("earnings_micro").sum(),
             recouped_micro=pl.col("recouped_micro").sum(),
             payable_micro=pl.col("payable_micro").sum(),
             balance_after_micro=pl.col("balance_after_micro").sum(),
             account_count=pl.len().cast(pl.Int64),
+            payable_cents_by_account=pl.col("payable_cents_by_account").sum(),
         )
         .with_columns(
-            net_payable_cents=cents_from_micro(pl.col("payable_micro")),
-            gross_cents=cents_from_micro(pl.col("gross_micro")),
-            recouped_cents=cents_from_micro(pl.col("recouped_micro")),
-            balance_after_cents=cents_from_micro(pl.col("balance_after_micro")),
+            net_payable_cents=net_payable,
+            gross_cents=cents_from_micro(pl.col("gross_micro"), rounding),
+            recouped_cents=cents_from_micro(pl.col("recouped_micro"), rounding),
+            balance_after_cents=cents_from_micro(pl.col("balance_after_micro"), rounding),
         )
         .select(
             "artist_id",

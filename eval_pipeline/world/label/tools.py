@@ -34,9 +34,11 @@ LABEL_TOOLS: tuple[ToolSpec, ...] = (
         name=RUN_SQL,
         description=(
             "Run one read-only SELECT over the label's tables in schema `world` "
-            "(artists, contracts, contract_rates, contract_clauses, recoupment_accounts, "
-            "advances, expenses, releases, tracks, distributors, fx_rates, statements, "
-            "statement_lines). Returns at most 200 rows."
+            "(artists, contracts, contract_rates, contract_clauses, label_policies, "
+            "recoupment_accounts, advances, expenses, releases, tracks, distributors, "
+            "fx_rates, statements, statement_lines). label_policies is the label's rulebook: "
+            "how royalties, recoupment and reconciliation are computed. Returns at most 200 "
+            "rows."
         ),
         input_schema={
             "type": "object",

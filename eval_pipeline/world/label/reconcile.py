@@ -1,0 +1,280 @@
+"""Which statement lines are flagged: the reconciliation policies F1-F7 over visible columns.
+
+The anomaly registry (``truth.anomalies``) is computed here from the ``world`` tables alone,
+so every line the answer key flags is identifiable by an agent that reads the rulebook.
+The generator plants anomalies and then checks that these rules find exactly what it
+planted (see :func:`eval_pipeline.world.label.statements.build_statements`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from eval_pipeline.world.label import engine
+from eval_pipeline.world.label.rulebook import RULES, RuleReading
+
+REGISTRY_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
+    "line_id": pl.Int64,
+    "kind": pl.String,
+    "statement_id": pl.String,
+    "flaggable": pl.Boolean,
+    "borderline": pl.Boolean,
+    "note": pl.String,
+    "related_line_id": pl.Int64,
+}
+FLAG_KINDS: tuple[str, ...] = (
+    "duplicate",
+    "unknown_isrc",
+    "currency_mismatch",
+    "negative_units",
+    "zero_units_with_amount",
+    "pre_release",
+)
+"""Flaggable kinds in order of precedence (a line matching two is filed under the first)."""
+BORDERLINE_KINDS: tuple[str, ...] = ("genuine_return", "territory_near_duplicate")
+
+_TWIN_COLUMNS = ("statement_id", "isrc", "channel", "outlet", "units", "amount_minor", "currency")
+
+
+def _rows(
+    frame: pl.DataFrame, kind: str, flaggable: bool, note: pl.Expr, related: pl.Expr | None = None
+) -> pl.DataFrame:
+    return frame.select(
+        "line_id",
+        pl.lit(kind).alias("kind"),
+        "statement_id",
+        pl.lit(flaggable).alias("flaggable"),
+        pl.lit(not flaggable).alias("borderline"),
+        note.alias("note"),
+        (related if related is not None else pl.lit(None, dtype=pl.Int64)).alias("related_line_id"),
+    )
+
+
+def _duplicates(candidates: pl.DataFrame, copy: str) -> pl.DataFrame:
+    """F1: later copies of a line (or, misread, the earlier one or both)."""
+    columns = [c for c in candidates.columns if c != "line_id"]
+    repeated = candidates.filter(pl.struct(columns).is_duplicated())
+    if repeated.height == 0:
+        return pl.DataFrame(schema=REGISTRY_SCHEMA)
+    groups = repeated.group_by(columns).agg(
+        pl.col("line_id").sort().alias("ids"), pl.col("line_id").min().alias("first")
+    )
+    members = groups.explode("ids").rename({"ids": "line_id"})
+    members = members.with_columns(last=pl.col("line_id").max().over("first"))
+    if copy == "later":
+        flagged = members.filter(pl.col("line_id") != pl.col("first"))
+        kept = pl.col("first")
+    elif copy == "earlier":
+        flagged = members.filter(pl.col("line_id") != pl.col("last"))
+        kept = pl.col("last")
+    else:
+        flagged = members
+        kept = pl.col("first")
+    return _rows(
+        flagged.with_columns(kept=kept),
+        "duplicate",
+        True,
+        pl.format("repeats line {} of the same statement in every column but line_id", "kept"),
+        pl.col("kept"),
+    )
+
+
+def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
+    """F7: the same sale reported in two territories (real lines; misread, a duplicate)."""
+    columns = list(_TWIN_COLUMNS)
+    distinct = candidates.unique(
+        subset=[c for c in candidates.columns if c != "line_id"], keep="first"
+    ).filter(pl.struct(columns).is_duplicated())
+    groups = (
+        distinct.group_by(columns)
+        .agg(
+            pl.col("line_id").sort().alias("ids"),
+            pl.col("line_id").min().alias("first"),
+            pl.col("territory").n_unique().alias("territories"),
+        )
+        .filter(pl.col("territories") > 1)
+    )
+    members = (
+        groups.with_columns(second=pl.col("ids").list.get(1))
+        .explode("ids")
+        .rename({"ids": "line_id"})
+        .join(candidates.select("line_id", "territory"), on="line_id", how="left")
+        # Each line names another of its group: the first line names the second.
+        .with_columns(
+            other=pl.when(pl.col("line_id") == pl.col("first"))
+            .then(pl.col("second"))
+            .otherwise(pl.col("first"))
+        )
+    )
+    if flag:
+        members = members.filter(pl.col("line_id") != pl.col("first"))
+    return _rows(
+        members,
+        "territory_near_duplicate",
+        flag,
+        pl.format(
+            "same statement, ISRC, channel, outlet, units and amount as line {} but territory {}",
+            "other",
+            "territory",
+        ),
+        pl.col("other"),
+    )
+
+
+@dataclass(frozen=True)
+class LineEvidence:
+    """The few lines any reconciliation rule could apply to, with the facts the rules read.
+
+    Collected once per world; :func:`registry` then applies a reading of the rules to it
+    cheaply, so the suite can try every misreading of F1-F7 without rescanning the lines.
+    """
+
+    repeats: pl.DataFrame
+    """Lines sharing statement, ISRC, channel, outlet, units, amount and currency."""
+    singles: pl.DataFrame
+    """Lines matching a single-line rule, with known, statement_currency, release date."""
+
+
+def collect_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
+    """Scan the lines once for everything F1-F7 could apply to."""
+    lines = world["statement_lines"]
+    statement_currency = dict(world["statements"].select("statement_id", "currency").iter_rows())
+    release_of_isrc = (
+        world["tracks"]
+        .select("isrc", "release_id")
+        .join(
+            world["releases"].select("release_id", "original_release_date"),
+            on="release_id",
+            how="left",
+        )
+        .select("isrc", "original_release_date")
+    )
+    period_ends = {
+        period: engine.period_end(period) for period in lines.get_column("period").unique()
+    }
+    latest_release = release_of_isrc.get_column("original_release_date").max()
+    facts = lines.select(
+        "line_id",
+        "statement_id",
+        "units",
+        "amount_minor",
+        "currency",
+        "isrc",
+        "period",
+        known=pl.col("isrc").is_in(release_of_isrc.get_column("isrc").implode()),
+        statement_currency=pl.col("statement_id").replace_strict(
+            statement_currency, default=None, return_dtype=pl.String
+        ),
+        period_end=pl.col("period").replace_strict(period_ends, return_dtype=pl.Date),
+    )
+    # A cheap first cut: only lines before the last release date can be pre-release.
+    singles = facts.filter(
+        ~pl.col("known")
+        | (pl.col("currency") != pl.col("statement_currency"))
+        | (pl.col("units") <= 0)
+        | (pl.col("period_end") < latest_release)
+    ).join(release_of_isrc, on="isrc", how="left")
+    singles = singles.filter(
+        ~pl.col("known")
+        | (pl.col("currency") != pl.col("statement_currency"))
+        | (pl.col("units") < 0)
+        | ((pl.col("units") == 0) & (pl.col("amount_minor") != 0))
+        | (pl.col("period_end") < pl.col("original_release_date"))
+    )
+    repeats = lines.filter(pl.struct(list(_TWIN_COLUMNS)).is_duplicated())
+    return LineEvidence(repeats=repeats, singles=singles)
+
+
+def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFrame:
+    """The anomaly registry under ``reading``: one row per flagged or borderline line
+    (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
+    related_line_id), in line order."""
+    facts = evidence.singles
+    found: list[pl.DataFrame] = [_duplicates(evidence.repeats, reading.duplicate_copy)]
+    if reading.flag_unknown_isrc:
+        found.append(
+            _rows(
+                facts.filter(~pl.col("known")),
+                "unknown_isrc",
+                True,
+                pl.format("ISRC {} is not in the catalog", "isrc"),
+            )
+        )
+    if reading.flag_currency_mismatch:
+        found.append(
+            _rows(
+                facts.filter(pl.col("currency") != pl.col("statement_currency")),
+                "currency_mismatch",
+                True,
+                pl.format("amount in {} on a {} statement", "currency", "statement_currency"),
+            )
+        )
+    if reading.flag_impossible_units:
+        found.append(
+            _rows(
+                facts.filter((pl.col("units") < 0) & (pl.col("amount_minor") > 0)),
+                "negative_units",
+                True,
+                pl.lit("negative units with a positive amount"),
+            )
+        )
+        found.append(
+            _rows(
+                facts.filter((pl.col("units") == 0) & (pl.col("amount_minor") != 0)),
+                "zero_units_with_amount",
+                True,
+                pl.lit("zero units with a non-zero amount"),
+            )
+        )
+    if reading.flag_pre_release:
+        found.append(
+            _rows(
+                facts.filter(pl.col("period_end") < pl.col("original_release_date")),
+                "pre_release",
+                True,
+                pl.format(
+                    "reported for {}, before the release on {}",
+                    "period",
+                    pl.col("original_release_date").cast(pl.String),
+                ),
+            )
+        )
+    found.append(
+        _rows(
+            facts.filter((pl.col("units") < 0) & (pl.col("amount_minor") < 0)),
+            "genuine_return",
+            reading.flag_returns,
+            pl.lit("a customer return: negative units with a negative amount"),
+        )
+    )
+    found.append(_twins(evidence.repeats, reading.flag_territory_twins))
+    rows = (
+        pl.concat(found)
+        .with_columns(
+            rank=pl.col("kind").replace_strict(
+                {kind: i for i, kind in enumerate(FLAG_KINDS + BORDERLINE_KINDS)},
+                return_dtype=pl.Int64,
+            )
+        )
+        # A line matching several kinds is filed once: flaggable first, then precedence.
+        .sort(["line_id", "flaggable", "rank"], descending=[False, True, False])
+        .unique(subset="line_id", keep="first", maintain_order=True)
+        .drop("rank")
+    )
+    return rows.with_row_index("n", offset=1).select(
+        pl.format("ANM-{}", pl.col("n").cast(pl.String).str.zfill(3)).alias("anomaly_id"),
+        *REGISTRY_SCHEMA,
+    )
+
+
+def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) -> pl.DataFrame:
+    """The anomaly registry of a world under ``reading`` (see :func:`registry`)."""
+    return registry(collect_evidence(world), reading)
+
+
+def flagged_line_ids(registry: pl.DataFrame) -> pl.Series:
+    """The line ids a registry flags (they earn nothing under rule 1)."""
+    return registry.filter(pl.col("flaggable")).get_column("line_id")

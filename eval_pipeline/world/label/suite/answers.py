@@ -1,0 +1,391 @@
+"""Answer tables: for each question shape, every subject it can ask about and its answer.
+
+Each function reads a :class:`LabelData` (world tables, answer-key tables and the reading
+they were computed under) and returns a frame: the subject's parameter columns (text), any
+columns the question's wording needs, and ``answer`` (text in the format the prompt asks
+for). Run on the answer key they give the expected answers; run on the tables a misreading
+produces they give that misreading's answers, which is how a case is shown to tell the two
+apart. Nothing here is typed by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+import polars as pl
+
+from eval_pipeline.errors import WorldError
+from eval_pipeline.world.label import engine
+from eval_pipeline.world.label.reconcile import FLAG_KINDS
+from eval_pipeline.world.label.rulebook import RULES, RuleReading
+from eval_pipeline.world.label.truth import deals_for
+
+
+@dataclass(frozen=True)
+class LabelData:
+    """The tables a question is answered from, and the reading they were computed under."""
+
+    world: Mapping[str, pl.DataFrame]
+    truth: Mapping[str, pl.DataFrame]
+    reading: RuleReading = RULES
+
+    def table(self, name: str) -> pl.DataFrame:
+        if name in self.world:
+            return self.world[name]
+        if name in self.truth:
+            return self.truth[name]
+        raise WorldError(f"suite needs table {name!r}, which the world does not have")
+
+
+AnswerTable = Callable[[LabelData], pl.DataFrame]
+
+
+def cents_text(cents: int) -> str:
+    return str(engine.cents_to_usd(cents))
+
+
+def micro_text(micro: int) -> str:
+    return str(engine.micro_to_usd(micro))
+
+
+def minor_text(amount_minor: int, currency: str) -> str:
+    exponent = engine.exponent_of(currency)
+    return str(Decimal(amount_minor).scaleb(-exponent).quantize(Decimal(1).scaleb(-exponent)))
+
+
+def percent_text(ppm: int) -> str:
+    return f"{(Decimal(ppm) / Decimal(10_000)).normalize():f}"
+
+
+def fixed_point_text(value: pl.Expr, places: int) -> pl.Expr:
+    """An integer count of 10^-places units as decimal text: 123456, 2 -> "1234.56"
+    (the vectorized twin of :func:`cents_text` and :func:`micro_text`)."""
+    scale = 10**places
+    sign: pl.Expr = pl.when(value < 0).then(pl.lit("-")).otherwise(pl.lit(""))
+    whole: pl.Expr = (value.abs() // scale).cast(pl.String)
+    if places == 0:
+        return pl.concat_str(sign, whole)
+    fraction = (value.abs() % scale).cast(pl.String).str.zfill(places)
+    return pl.concat_str(sign, whole, pl.lit("."), fraction)
+
+
+def cents_expr(cents: pl.Expr) -> pl.Expr:
+    return fixed_point_text(cents, 2)
+
+
+def micro_expr(micro: pl.Expr) -> pl.Expr:
+    return fixed_point_text(micro, 6)
+
+
+def percent_expr(ppm: pl.Expr) -> pl.Expr:
+    """Parts per million as a percentage without trailing zeros: 182500 -> "18.25"."""
+    whole = (ppm // 10_000).cast(pl.String)
+    rest = (ppm % 10_000).cast(pl.String).str.zfill(4).str.strip_chars_end("0")
+    return pl.when(rest == "").then(whole).otherwise(whole + pl.lit(".") + rest)
+
+
+def _cents(micro: pl.Expr, reading: RuleReading) -> pl.Expr:
+    return engine.cents_from_micro(micro, reading.rounding)
+
+
+# -- catalog ----------------------------------------------------------------------------
+
+
+def isrc_of_track(data: LabelData) -> pl.DataFrame:
+    tracks = data.table("tracks").join(
+        data.table("releases").select(
+            "release_id", "artist_id", pl.col("title").alias("release_title")
+        ),
+        on="release_id",
+    )
+    tracks = tracks.join(data.table("artists").select("artist_id", "name"), on="artist_id")
+    return tracks.filter(pl.col("title").is_unique().over("release_id")).select(
+        "track_id", "title", "release_title", "release_id", "name", answer=pl.col("isrc")
+    )
+
+
+def track_count_of_release(data: LabelData) -> pl.DataFrame:
+    counts = data.table("tracks").group_by("release_id").agg(n=pl.len())
+    return (
+        data.table("releases")
+        .join(counts, on="release_id")
+        .select("release_id", "upc", answer=pl.col("n").cast(pl.String))
+    )
+
+
+def original_release_date(data: LabelData) -> pl.DataFrame:
+    return data.table("releases").select(
+        "release_id", "title", answer=pl.col("original_release_date").cast(pl.String)
+    )
+
+
+# -- contract terms ---------------------------------------------------------------------
+
+
+def rate_in_force(data: LabelData) -> pl.DataFrame:
+    terms = data.table("contract_terms")
+    return terms.with_columns(answer=percent_expr(pl.col("rate_ppm"))).select(
+        "contract_id", "channel", "period", "answer"
+    )
+
+
+def applied_rate(data: LabelData) -> pl.DataFrame:
+    terms = data.table("contract_terms").filter(pl.col("units_in_period") > 0)
+    return terms.with_columns(answer=percent_expr(pl.col("applied_rate_ppm"))).select(
+        "contract_id", "channel", "period", "answer"
+    )
+
+
+def escalator_threshold(data: LabelData) -> pl.DataFrame:
+    terms = data.table("contract_terms").filter(pl.col("escalator_units").is_not_null())
+    return terms.select(
+        "contract_id", "channel", "period", answer=pl.col("escalator_units").cast(pl.String)
+    )
+
+
+def clause_heading(data: LabelData) -> pl.DataFrame:
+    clauses = data.table("contract_clauses")
+    canary = data.table("canary")
+    if canary.height:
+        clauses = clauses.join(
+            canary.select("contract_id", "clause_number"),
+            on=["contract_id", "clause_number"],
+            how="anti",
+        )
+    return clauses.select(
+        "contract_id", pl.col("clause_number").cast(pl.String), answer=pl.col("heading")
+    )
+
+
+# -- money ------------------------------------------------------------------------------
+
+
+def _artist_ledger(data: LabelData) -> pl.DataFrame:
+    return data.table("artist_ledger").join(
+        data.table("artists").select("artist_id", "name", "cross_collateralized"), on="artist_id"
+    )
+
+
+def artist_gross(data: LabelData) -> pl.DataFrame:
+    ledger = _artist_ledger(data).filter(pl.col("gross_micro") != 0)
+    ledger = ledger.with_columns(cents=_cents(pl.col("gross_micro"), data.reading))
+    return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
+        "artist_id", "period", "name", "answer"
+    )
+
+
+def artist_recouped(data: LabelData) -> pl.DataFrame:
+    ledger = _artist_ledger(data).filter(pl.col("recouped_micro") != 0)
+    ledger = ledger.with_columns(cents=_cents(pl.col("recouped_micro"), data.reading))
+    return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
+        "artist_id", "period", "name", "answer"
+    )
+
+
+def artist_net_payable(data: LabelData) -> pl.DataFrame:
+    ledger = _artist_ledger(data)
+    return ledger.with_columns(answer=cents_expr(pl.col("net_payable_cents"))).select(
+        "artist_id", "period", "name", "cross_collateralized", "answer"
+    )
+
+
+def account_balance_after(data: LabelData) -> pl.DataFrame:
+    # A misreading that splits a pooled account reports the pooled account's balance as
+    # the sum of its parts (the same question, answered the misread way).
+    ledger = (
+        data.table("account_ledger")
+        .with_columns(account_id=pl.col("account_id").str.split("/").list.first())
+        .group_by(["account_id", "artist_id", "period"])
+        .agg(pl.col("balance_after_micro").sum())
+        .with_columns(cents=_cents(pl.col("balance_after_micro"), data.reading))
+    )
+    return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
+        "account_id", "period", "artist_id", "answer"
+    )
+
+
+def track_channel_royalty(data: LabelData) -> pl.DataFrame:
+    rows = (
+        data.table("track_period_royalties")
+        .group_by(["isrc", "period", "channel", "artist_id"])
+        .agg(pl.col("royalty_micro").sum())
+    )
+    return rows.with_columns(answer=micro_expr(pl.col("royalty_micro"))).select(
+        "isrc", "period", "channel", "artist_id", "answer"
+    )
+
+
+def line_royalty(data: LabelData, line_ids: pl.Series) -> pl.DataFrame:
+    """Rules 1-6 for the given statement lines (of tracks the answer key covers)."""
+    reading = data.reading
+    if reading.convert_summed_amounts:
+        # Summing a month's amounts before converting says nothing about one line.
+        return pl.DataFrame(
+            schema={"line_id": pl.String, "artist_id": pl.String, "answer": pl.String}
+        )
+    deals = deals_for(data.world, reading).select("isrc", "contract_id", "artist_id")
+    covered = data.table("track_period_royalties").select("isrc").unique()
+    lines = (
+        data.table("statement_lines")
+        .filter(pl.col("line_id").is_in(line_ids.implode()))
+        .join(covered, on="isrc", how="semi")
+        .join(deals, on="isrc")
+        .join(data.table("fx_rates"), on=["period", "currency"])
+        .join(
+            data.table("contract_terms").select(
+                "contract_id", "channel", "period", "applied_rate_ppm"
+            ),
+            on=["contract_id", "channel", "period"],
+        )
+    )
+    flagged = data.table("anomalies").filter(pl.col("flaggable")).get_column("line_id")
+    divisor = pl.col("currency").replace_strict(
+        {c: 10**e for c, e in engine.CURRENCY_EXPONENTS.items()}, return_dtype=pl.Int64
+    )
+    lines = lines.with_columns(
+        gross=engine.div_round(
+            pl.col("amount_minor") * pl.col("usd_per_unit_micro"), divisor, reading.rounding
+        )
+    ).with_columns(
+        royalty=pl.when(
+            pl.col("line_id").is_in(flagged.implode()) & pl.lit(not reading.flagged_lines_earn)
+        )
+        .then(0)
+        .otherwise(
+            engine.div_round(
+                pl.col("gross") * pl.col("applied_rate_ppm"), engine.PPM, reading.rounding
+            )
+        )
+    )
+    return lines.with_columns(answer=micro_expr(pl.col("royalty"))).select(
+        pl.col("line_id").cast(pl.String), "artist_id", "answer"
+    )
+
+
+def payout_total(data: LabelData, batches: pl.DataFrame) -> pl.DataFrame:
+    """The sum of net payables of each batch (period, artist_ids joined by commas)."""
+    ledger = data.table("artist_ledger").select("artist_id", "period", "net_payable_cents")
+    members = batches.with_columns(artist_id=pl.col("artist_ids").str.split(",")).explode(
+        "artist_id"
+    )
+    totals = (
+        members.join(ledger, on=["artist_id", "period"])
+        .group_by(["period", "artist_ids"])
+        .agg(cents=pl.col("net_payable_cents").sum(), n=pl.len())
+        .join(
+            batches.select(
+                "period", "artist_ids", pl.col("artist_ids").str.split(",").list.len().alias("size")
+            ),
+            on=["period", "artist_ids"],
+        )
+        .filter(pl.col("n") == pl.col("size"))
+    )
+    return totals.with_columns(answer=cents_expr(pl.col("cents"))).select(
+        "period", "artist_ids", "answer"
+    )
+
+
+# -- statements and reconciliation ---------------------------------------------------
+
+
+def distributor_channel_units(data: LabelData) -> pl.DataFrame:
+    lines = data.table("statement_lines")
+    totals = lines.group_by(["distributor_id", "period", "channel"]).agg(
+        units=pl.col("units").sum()
+    )
+    return totals.join(
+        data.table("distributors").select("distributor_id", "name"), on="distributor_id"
+    ).select("distributor_id", "period", "channel", "name", answer=pl.col("units").cast(pl.String))
+
+
+def statement_clean_total(data: LabelData) -> pl.DataFrame:
+    """The amounts of a statement's lines that are not flagged, in the statement currency:
+    the statement's total as delivered less its flagged lines."""
+    flagged = data.table("anomalies").filter(pl.col("flaggable")).select("line_id")
+    removed = (
+        data.table("statement_lines")
+        .join(flagged, on="line_id", how="semi")
+        .group_by("statement_id")
+        .agg(removed=pl.col("amount_minor").sum())
+    )
+    sums = (
+        data.table("statements")
+        .join(removed, on="statement_id", how="left")
+        .with_columns(amount=pl.col("total_amount_minor") - pl.col("removed").fill_null(0))
+    )
+    places = pl.col("currency").replace_strict(
+        dict(engine.CURRENCY_EXPONENTS), return_dtype=pl.Int64
+    )
+    return sums.with_columns(
+        answer=pl.when(places == 0)
+        .then(fixed_point_text(pl.col("amount"), 0))
+        .otherwise(fixed_point_text(pl.col("amount"), 2))
+    ).select("statement_id", "currency", "answer")
+
+
+def statement_flagged_lines(data: LabelData) -> pl.DataFrame:
+    flagged = data.table("anomalies").filter(pl.col("flaggable"))
+    per_statement = flagged.group_by("statement_id").agg(pl.col("line_id").sort())
+    statements = (
+        data.table("statements")
+        .select("statement_id")
+        .join(per_statement, on="statement_id", how="left")
+    )
+    values = [
+        ",".join(str(i) for i in ids) if ids else "NONE" for ids in statements["line_id"].to_list()
+    ]
+    return statements.select("statement_id").with_columns(answer=pl.Series(values, dtype=pl.String))
+
+
+def line_should_be_flagged(data: LabelData) -> pl.DataFrame:
+    """YES/NO for every line the registry lists (flagged or borderline), plus others."""
+    registry = data.table("anomalies")
+    return registry.select(
+        pl.col("line_id").cast(pl.String),
+        "statement_id",
+        answer=pl.when(pl.col("flaggable")).then(pl.lit("YES")).otherwise(pl.lit("NO")),
+    )
+
+
+def anomaly_kind_count(data: LabelData) -> pl.DataFrame:
+    counts = data.table("anomalies").filter(pl.col("flaggable")).group_by("kind").agg(n=pl.len())
+    kinds = pl.DataFrame({"kind": list(FLAG_KINDS)}).join(counts, on="kind", how="left")
+    return kinds.select("kind", answer=pl.col("n").fill_null(0).cast(pl.String))
+
+
+# -- clauses ---------------------------------------------------------------------------
+
+
+def audit_clauses(data: LabelData) -> pl.DataFrame:
+    """Each base contract's audit clause (found by what it says) and its notice in days."""
+    clauses = data.table("contract_clauses").filter(
+        pl.col("body").str.contains("may audit the Label's books", literal=True)
+    )
+    return clauses.select(
+        "contract_id",
+        pl.col("clause_number").cast(pl.String),
+        answer=pl.col("body").str.extract(r"on (\d+) days' written notice", 1),
+    )
+
+
+def false_premise_clauses(data: LabelData) -> pl.DataFrame:
+    """(contract, clause number) pairs that are not the contract's audit clause: a number
+    past its last clause, or a clause about something else. The answer is to abstain."""
+    clauses = data.table("contract_clauses").join(
+        data.table("contracts").filter(pl.col("kind") == "base").select("contract_id"),
+        on="contract_id",
+    )
+    audit = audit_clauses(data).select("contract_id", "clause_number")
+    last = clauses.group_by("contract_id").agg(last=pl.col("clause_number").max())
+    beyond = last.select("contract_id", clause_number=(pl.col("last") + 1).cast(pl.String))
+    other = clauses.select("contract_id", pl.col("clause_number").cast(pl.String)).join(
+        audit, on=["contract_id", "clause_number"], how="anti"
+    )
+    return (
+        pl.concat([beyond, other])
+        .with_columns(answer=pl.lit("ABSTAIN"))
+        .join(audit.rename({"clause_number": "audit_clause"}), on="contract_id")
+        .select("contract_id", "clause_number", "answer")
+    )

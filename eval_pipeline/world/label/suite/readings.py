@@ -1,0 +1,166 @@
+"""The answer key as each misreading of the rulebook would compute it.
+
+Money misreadings are computed on the part of the world that belongs to a pool of artists
+(every rule is local to one artist, see :func:`~eval_pipeline.world.label.truth.subset_world`),
+so the suite can try every misreading in about the time of one full answer key; the
+reconciliation misreadings, which only change which lines are flagged, run on the whole
+world from the evidence collected once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import polars as pl
+
+from eval_pipeline.world.label.reconcile import LineEvidence, collect_evidence, registry
+from eval_pipeline.world.label.rulebook import MISREADINGS, RULES, Misreading
+from eval_pipeline.world.label.suite.answers import LabelData
+from eval_pipeline.world.label.truth import compute_truth, subset_world
+from eval_pipeline.world.rng import Stream
+
+POOL_SIZE = 40
+POOL_PER_SITUATION = 6
+WHOLE_WORLD_LINES = 150_000
+"""A world with fewer statement lines than this is its own pool (cheap, and small worlds
+need every subject to find cases that discriminate)."""
+
+
+@dataclass(frozen=True)
+class Views:
+    """The answer key (``rules``) and one view per misreading, keyed by misreading id."""
+
+    rules: LabelData
+    rules_part: LabelData
+    """The answer key computed on the pool's part of the world (equal there to ``rules``)."""
+    misread: Mapping[str, LabelData]
+    pool: frozenset[str]
+
+
+def _situations(
+    world: Mapping[str, pl.DataFrame], truth: Mapping[str, pl.DataFrame]
+) -> list[list[str]]:
+    """Artists in whom a rare misreading can show, one list per situation, sorted."""
+    contracts = world["contracts"]
+    rates = world["contract_rates"]
+    artist_of = dict(contracts.select("contract_id", "artist_id").iter_rows())
+    terms = truth["contract_terms"]
+    ties = terms.filter(pl.col("units_in_period") == pl.col("escalator_units"))
+    near = terms.filter(
+        pl.col("escalator_units").is_not_null()
+        & ((pl.col("units_in_period") - pl.col("escalator_units")).abs() <= 3_000)
+    )
+    removed = (
+        rates.join(contracts.filter(pl.col("kind") == "amendment"), on="contract_id")
+        .filter(
+            pl.col("escalator_units").is_null()
+            & (pl.col("effective_date") <= pl.date(2025, 12, 31))
+        )
+        .join(
+            rates.filter(pl.col("escalator_units").is_not_null()).select(
+                pl.col("contract_id").alias("amends_contract_id"), "channel"
+            ),
+            on=["amends_contract_id", "channel"],
+        )
+    )
+    mid_month = contracts.filter(
+        (pl.col("kind") == "amendment")
+        & (pl.col("effective_date").dt.year() == 2025)
+        & (pl.col("effective_date").dt.day() > 1)
+    )
+    pooled = world["recoupment_accounts"].filter(pl.col("kind") == "pooled")
+    charged = pl.concat(
+        [
+            world["advances"].select("account_id", "contract_id"),
+            world["expenses"].select("account_id", "contract_id"),
+        ]
+    ).join(pooled, on="account_id")
+    multi_charged = (
+        charged.group_by("artist_id")
+        .agg(n=pl.col("contract_id").n_unique())
+        .filter(pl.col("n") > 1)
+    )
+    tracks = world["tracks"].join(
+        world["releases"].select("release_id", "artist_id"), on="release_id"
+    )
+    flagged_artists = (
+        world["statement_lines"]
+        .join(truth["anomalies"].select("line_id"), on="line_id", how="semi")
+        .join(tracks.select("isrc", "artist_id"), on="isrc")
+        .get_column("artist_id")
+    )
+    return [
+        sorted({artist_of[c] for c in ties["contract_id"].to_list()}),
+        sorted({artist_of[c] for c in near["contract_id"].to_list()}),
+        sorted({artist_of[c] for c in removed["contract_id"].to_list()}),
+        sorted(set(mid_month["artist_id"].to_list())),
+        sorted(set(multi_charged["artist_id"].to_list())),
+        sorted(set(flagged_artists.to_list())),
+    ]
+
+
+def choose_pool(
+    stream: Stream, world: Mapping[str, pl.DataFrame], truth: Mapping[str, pl.DataFrame]
+) -> frozenset[str]:
+    """About :data:`POOL_SIZE` artists: the one whose contract carries the injected clause,
+    a few from each rare situation, then any others."""
+    everyone = world["artists"].get_column("artist_id").sort().to_list()
+    if world["statement_lines"].height < WHOLE_WORLD_LINES:
+        return frozenset(everyone)
+    canary_contracts = truth["canary"].get_column("contract_id").to_list()
+    pool: list[str] = (
+        world["contracts"]
+        .filter(pl.col("contract_id").is_in(canary_contracts))["artist_id"]
+        .to_list()
+    )
+    for index, artists in enumerate(_situations(world, truth)):
+        order = stream.child(f"situation/{index}").permutation(len(artists))
+        for i in order[:POOL_PER_SITUATION]:
+            if artists[i] not in pool:
+                pool.append(artists[i])
+    for i in stream.child("others").permutation(len(everyone)):
+        if len(pool) >= POOL_SIZE:
+            break
+        if everyone[i] not in pool:
+            pool.append(everyone[i])
+    return frozenset(pool)
+
+
+def build_views(
+    world: Mapping[str, pl.DataFrame],
+    truth: Mapping[str, pl.DataFrame],
+    stream: Stream,
+    misreadings: tuple[Misreading, ...] = MISREADINGS,
+) -> Views:
+    """The answer key and every misreading's view of it."""
+    pool = choose_pool(stream, world, truth)
+    part = subset_world(world, set(pool))
+    evidence: LineEvidence = collect_evidence(world)
+    rules_part = compute_truth(part, None, RULES)
+    part_lines = part["statement_lines"].select("line_id")
+
+    def view(m: Misreading) -> LabelData:
+        flags = registry(evidence, m.reading)
+        if m.money:
+            in_part = flags.join(part_lines, on="line_id", how="semi")
+            tables = compute_truth(part, None, m.reading, registry=in_part)
+        else:
+            tables = dict(rules_part)
+        tables["anomalies"] = flags
+        tables["canary"] = truth["canary"]
+        return LabelData(world=world, truth=tables, reading=m.reading)
+
+    # Polars releases the GIL: the misreadings run side by side on the machine's cores.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool_executor:
+        views = list(pool_executor.map(view, misreadings))
+    misread = {m.misreading_id: v for m, v in zip(misreadings, views, strict=True)}
+    part_key = dict(rules_part, anomalies=truth["anomalies"], canary=truth["canary"])
+    return Views(
+        rules=LabelData(world=world, truth=truth, reading=RULES),
+        rules_part=LabelData(world=world, truth=part_key, reading=RULES),
+        misread=misread,
+        pool=pool,
+    )

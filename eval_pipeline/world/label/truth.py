@@ -1,0 +1,383 @@
+"""The answer key: the rulebook applied to a world's tables, under the rules or a misreading.
+
+:func:`compute_truth` with :data:`RULES` gives the ``truth`` schema; with a misreading it
+gives the answer key an agent following that misreading would compute, which is how the
+suite checks that a case can tell the two apart. Everything is computed from the ``world``
+tables alone (the flagged lines come from :mod:`reconcile`'s visible rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date
+
+import polars as pl
+
+from eval_pipeline.errors import WorldError
+from eval_pipeline.world.label import engine
+from eval_pipeline.world.label.distributors import PERIODS
+from eval_pipeline.world.label.reconcile import flag_lines, flagged_line_ids
+from eval_pipeline.world.label.rulebook import RULES, RuleReading
+
+LEDGER_START = date(2025, 1, 1)
+TRUTH_TABLES: tuple[str, ...] = (
+    "artist_ledger",
+    "account_ledger",
+    "track_period_royalties",
+    "anomalies",
+    "canary",
+    "contract_terms",
+    "statement_totals",
+)
+
+
+def deals_for(world: Mapping[str, pl.DataFrame], reading: RuleReading) -> pl.DataFrame:
+    """Rule 3: the contract (and account) each track earns under, as ``reading`` reads it."""
+    deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
+    if reading.deal_by == "release_date":
+        return deals
+    latest = (
+        world["contracts"]
+        .filter(pl.col("kind") == "base")
+        .sort(["artist_id", "effective_date", "contract_id"])
+        .group_by("artist_id", maintain_order=True)
+        .last()
+        .select("artist_id", "contract_id", pl.col("recoupment_account_id").alias("account_id"))
+    )
+    return (
+        deals.drop("contract_id", "account_id")
+        .join(latest, on="artist_id", how="left", maintain_order="left")
+        .select("track_id", "isrc", "artist_id", "contract_id", "account_id")
+    )
+
+
+def _split_pooled(
+    world: Mapping[str, pl.DataFrame], deals: pl.DataFrame, charges: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Misreading of rule 7: every contract of a pooled account recoups on its own."""
+    pooled = set(
+        world["recoupment_accounts"].filter(pl.col("kind") == "pooled")["account_id"].to_list()
+    )
+    own = pl.format("{}/{}", "account_id", "contract_id")
+    deals = deals.with_columns(
+        account_id=pl.when(pl.col("account_id").is_in(list(pooled)))
+        .then(own)
+        .otherwise("account_id")
+    )
+    charges = charges.with_columns(
+        account_id=pl.when(pl.col("account_id").is_in(list(pooled)))
+        .then(own)
+        .otherwise("account_id")
+    )
+    base = world["contracts"].filter(pl.col("kind") == "base")
+    split = base.filter(pl.col("recoupment_account_id").is_in(list(pooled))).select(
+        pl.format("{}/{}", "recoupment_account_id", "contract_id").alias("account_id"),
+        "artist_id",
+    )
+    accounts = pl.concat(
+        [
+            world["recoupment_accounts"]
+            .filter(~pl.col("account_id").is_in(list(pooled)))
+            .select("account_id", "artist_id"),
+            split,
+        ]
+    )
+    return deals, charges, accounts
+
+
+def _charges(world: Mapping[str, pl.DataFrame], reading: RuleReading) -> pl.DataFrame:
+    """Rule 8's charges: advances and recoupable expenses, by account and contract."""
+    charges = pl.concat(
+        [
+            world["advances"].select(
+                "account_id",
+                "contract_id",
+                pl.col("paid_date").alias("charge_date"),
+                (pl.col("amount_cents") * engine.MICRO_PER_CENT).alias("amount_micro"),
+            ),
+            world["expenses"]
+            .filter(pl.col("recoupable"))
+            .select(
+                "account_id",
+                "contract_id",
+                pl.col("incurred_date").alias("charge_date"),
+                (pl.col("amount_cents") * engine.MICRO_PER_CENT).alias("amount_micro"),
+            ),
+        ]
+    )
+    if reading.pre_ledger_charges == "ignored":
+        charges = charges.filter(pl.col("charge_date") >= LEDGER_START)
+    return charges
+
+
+def _summed_lines(lines: pl.DataFrame, earning: pl.Series) -> pl.DataFrame:
+    """Misreading of rule 2: a month's amounts per track, channel and currency summed first."""
+    return (
+        lines.filter(earning)
+        .group_by(["statement_index", "isrc", "period", "channel", "currency"])
+        .agg(
+            line_id=pl.col("line_id").min(),
+            units=pl.col("units").sum(),
+            amount_minor=pl.col("amount_minor").sum(),
+        )
+        .sort("line_id")
+    )
+
+
+def compute_truth(
+    world: Mapping[str, pl.DataFrame],
+    token: str | None,
+    reading: RuleReading = RULES,
+    *,
+    registry: pl.DataFrame | None = None,
+) -> dict[str, pl.DataFrame]:
+    """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
+
+    ``registry`` is the anomaly registry under the same reading, when already computed;
+    without a canary ``token`` (part of a world) the canary table is left empty.
+    """
+    if registry is None:
+        registry = flag_lines(world, reading)
+    lines = world["statement_lines"]
+    flagged = flagged_line_ids(registry)
+    deals = deals_for(world, reading)
+    terms = engine.resolve_terms(
+        world["contracts"],
+        world["contract_rates"],
+        PERIODS,
+        as_of=reading.terms_as_of,
+        amendment_replaces_row=reading.amendment_replaces_row,
+    )
+    statement_ids = world["statements"].get_column("statement_id").sort()
+    # Rule 1 as masks over the lines; unknown ISRCs never earn (no deal to earn under).
+    masks = lines.select(
+        known=pl.col("isrc").is_in(deals.get_column("isrc").implode()),
+        is_flagged=pl.col("line_id").is_in(flagged.implode()),
+    )
+    known, is_flagged = masks.get_column("known"), masks.get_column("is_flagged")
+    earning = known if reading.flagged_lines_earn else known & ~is_flagged
+    coded_lines = lines.with_columns(
+        statement_index=pl.col("statement_id")
+        .cast(pl.Enum(statement_ids.to_list()), strict=False)
+        .to_physical()
+    )
+    options: dict[str, object] = {
+        "rounding": reading.rounding,
+        "escalator_strict": reading.escalator_strict,
+    }
+    if reading.convert_summed_amounts:
+        royalties = engine.line_royalties(
+            _summed_lines(coded_lines, earning),
+            deals,
+            terms,
+            world["fx_rates"],
+            PERIODS,
+            keep=("line_id", "statement_index"),
+            **options,  # type: ignore[arg-type]
+        )
+    else:
+        royalties = engine.line_royalties(
+            coded_lines,
+            deals,
+            terms,
+            world["fx_rates"],
+            PERIODS,
+            keep=("line_id", "statement_index"),
+            include=earning,
+            count_units=known if reading.flagged_units_count else None,
+            **options,  # type: ignore[arg-type]
+        )
+
+    track_period = _track_period(royalties, deals, reading)
+    contract_terms = _contract_terms(terms, track_period, reading)
+    charges = _charges(world, reading)
+    accounts = world["recoupment_accounts"].select("account_id", "artist_id")
+    if not reading.pooled_accounts:
+        deals_split, charges, accounts = _split_pooled(world, deals, charges)
+        account_of = dict(deals_split.select("isrc", "account_id").iter_rows())
+        track_period = track_period.with_columns(
+            account_id=pl.col("isrc").replace_strict(account_of, return_dtype=pl.String)
+        )
+    earnings = track_period.group_by(["account_id", "period"]).agg(
+        earnings_micro=pl.col("royalty_micro").sum()
+    )
+    account_ledger = engine.recoupment_ledger(
+        accounts,
+        engine.charge_periods(charges.select("account_id", "charge_date", "amount_micro"), PERIODS),
+        earnings,
+        PERIODS,
+    )
+    artist_ledger = engine.artist_ledger(
+        account_ledger, rounding=reading.rounding, payable_rounding=reading.payable_rounding
+    )
+    return {
+        "artist_ledger": artist_ledger,
+        "account_ledger": account_ledger,
+        "track_period_royalties": track_period,
+        "anomalies": registry,
+        "canary": _canary(world, token) if token is not None else _NO_CANARY,
+        "contract_terms": contract_terms,
+        "statement_totals": _statement_totals(world, royalties, registry, statement_ids),
+    }
+
+
+def _track_period(
+    royalties: pl.DataFrame, deals: pl.DataFrame, reading: RuleReading
+) -> pl.DataFrame:
+    """Royalties per track, period and channel (strings attached after aggregating codes)."""
+    deal_strings = deals.with_row_index("deal_index").with_columns(
+        pl.col("deal_index").cast(pl.Int64)
+    )
+    periods = pl.Series(PERIODS, dtype=pl.String)
+    channels = pl.Series(engine.CHANNELS, dtype=pl.String)
+    grouped = royalties.group_by(["deal_index", "period_index", "channel_code"]).agg(
+        units=pl.col("units").sum(),
+        gross_usd_micro=pl.col("gross_usd_micro").sum(),
+        royalty_micro=pl.col("royalty_micro").sum(),
+        rate_ppm=pl.col("rate_ppm").first(),
+        escalated=pl.col("escalated").any(),
+        line_count=pl.len().cast(pl.Int64),
+    )
+    if not reading.royalty_per_line:
+        grouped = grouped.with_columns(
+            royalty_micro=engine.div_round(
+                pl.col("gross_usd_micro") * pl.col("rate_ppm"), engine.PPM, reading.rounding
+            )
+        )
+    return (
+        grouped.sort(["deal_index", "period_index", "channel_code"])
+        .join(deal_strings, on="deal_index", how="left", maintain_order="left")
+        .with_columns(
+            period=pl.lit(periods).gather(pl.col("period_index")),
+            channel=pl.lit(channels).gather(pl.col("channel_code")),
+        )
+        .select(
+            "isrc",
+            "track_id",
+            "contract_id",
+            "period",
+            "channel",
+            "units",
+            "gross_usd_micro",
+            "royalty_micro",
+            "rate_ppm",
+            "escalated",
+            "account_id",
+            "artist_id",
+            "line_count",
+        )
+    )
+
+
+def _contract_terms(
+    terms: pl.DataFrame, track_period: pl.DataFrame, reading: RuleReading
+) -> pl.DataFrame:
+    """Rules 4-5 per contract, channel and period: the terms and the rate they applied."""
+    units = track_period.group_by(["contract_id", "channel", "period"]).agg(
+        units_in_period=pl.col("units").sum()
+    )
+    return (
+        terms.join(units, on=["contract_id", "channel", "period"], how="left")
+        .with_columns(pl.col("units_in_period").fill_null(0))
+        .with_columns(
+            applied_rate_ppm=engine.applicable_rate_ppm_expr(
+                pl.col("units_in_period"),
+                pl.col("rate_ppm"),
+                pl.col("escalator_units"),
+                pl.col("escalated_rate_ppm"),
+                strict=reading.escalator_strict,
+            )
+        )
+        .with_columns(escalated=pl.col("applied_rate_ppm") != pl.col("rate_ppm"))
+        .sort(["contract_id", "channel", "period"])
+    )
+
+
+_NO_CANARY = pl.DataFrame(
+    schema={"contract_id": pl.String, "clause_number": pl.Int64, "token": pl.String}
+)
+
+
+def subset_world(
+    world: Mapping[str, pl.DataFrame], artist_ids: set[str]
+) -> dict[str, pl.DataFrame]:
+    """The part of a world that belongs to some artists: their catalog, contracts, money and
+    statement lines. Every rule is local to an artist (escalators count a contract's lines,
+    pooled accounts hold one artist's contracts), so the ledgers of these artists computed
+    on the part equal those computed on the whole world."""
+    keep = sorted(artist_ids)
+    releases = world["releases"].filter(pl.col("artist_id").is_in(keep))
+    tracks = world["tracks"].filter(pl.col("release_id").is_in(releases["release_id"].implode()))
+    contracts = world["contracts"].filter(pl.col("artist_id").is_in(keep))
+    accounts = world["recoupment_accounts"].filter(pl.col("artist_id").is_in(keep))
+    part = dict(world)
+    part.update(
+        artists=world["artists"].filter(pl.col("artist_id").is_in(keep)),
+        releases=releases,
+        tracks=tracks,
+        contracts=contracts,
+        contract_rates=world["contract_rates"].filter(
+            pl.col("contract_id").is_in(contracts["contract_id"].implode())
+        ),
+        recoupment_accounts=accounts,
+        advances=world["advances"].filter(
+            pl.col("account_id").is_in(accounts["account_id"].implode())
+        ),
+        expenses=world["expenses"].filter(
+            pl.col("account_id").is_in(accounts["account_id"].implode())
+        ),
+        statement_lines=world["statement_lines"].filter(
+            pl.col("isrc").is_in(tracks["isrc"].implode())
+        ),
+    )
+    return part
+
+
+def _canary(world: Mapping[str, pl.DataFrame], token: str) -> pl.DataFrame:
+    clauses = world["contract_clauses"].filter(pl.col("body").str.contains(token, literal=True))
+    if clauses.height != 1:
+        raise WorldError(
+            f"expected exactly one clause with the canary token, found {clauses.height}"
+        )
+    return clauses.select("contract_id", "clause_number", pl.lit(token).alias("token"))
+
+
+def _statement_totals(
+    world: Mapping[str, pl.DataFrame],
+    royalties: pl.DataFrame,
+    registry: pl.DataFrame,
+    statement_ids: pl.Series,
+) -> pl.DataFrame:
+    """Per statement: flagged lines, and the lines that earn with their amounts and royalty."""
+    flag_counts = (
+        registry.filter(pl.col("flaggable"))
+        .group_by("statement_id")
+        .agg(flaggable_lines=pl.len().cast(pl.Int64))
+    )
+    clean_totals = (
+        royalties.group_by("statement_index")
+        .agg(
+            clean_lines=pl.len().cast(pl.Int64),
+            clean_amount_minor=pl.col("amount_minor").sum(),
+            gross_usd_micro=pl.col("gross_usd_micro").sum(),
+            royalty_micro=pl.col("royalty_micro").sum(),
+        )
+        .with_columns(statement_id=pl.lit(statement_ids).gather(pl.col("statement_index")))
+        .drop("statement_index")
+    )
+    return (
+        world["statements"]
+        .join(flag_counts, on="statement_id", how="left")
+        .join(clean_totals, on="statement_id", how="left")
+        .with_columns(
+            pl.col(name).fill_null(0)
+            for name in (
+                "flaggable_lines",
+                "clean_lines",
+                "clean_amount_minor",
+                "gross_usd_micro",
+                "royalty_micro",
+            )
+        )
+        .sort("statement_id")
+    )
