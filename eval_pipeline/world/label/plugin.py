@@ -29,7 +29,7 @@ from eval_pipeline.world.label.truth import TRUTH_TABLES, compute_truth
 if TYPE_CHECKING:
     from eval_pipeline.fixtures.case import Case
     from eval_pipeline.world.label.catalog import Catalog
-    from eval_pipeline.world.label.statements import DistributorSpec
+    from eval_pipeline.world.label.distributors import DistributorSpec
 
 GENERATOR_VERSION = "label-2"
 # The suite lives in eval_pipeline.world.label.suite (SUITE_VERSION there); it is imported
