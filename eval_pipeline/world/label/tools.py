@@ -7,9 +7,7 @@ and scores the first call. Names here are a contract with the suite's expected c
 
 from __future__ import annotations
 
-from typing import Any
-
-from eval_pipeline.records import FrozenRecord
+from eval_pipeline.providers.types import ToolSpec
 
 RUN_SQL = "run_sql"
 FIND_ARTIST = "find_artist"
@@ -17,14 +15,6 @@ GET_CLAUSE = "get_clause"
 SEARCH_CLAUSES = "search_clauses"
 CALCULATE_ROYALTIES = "calculate_royalties"
 SUBMIT_PAYOUT_BATCH = "submit_payout_batch"
-
-
-class ToolSpec(FrozenRecord):
-    """A tool as offered to a model: name, description, JSON schema of its input."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
 
 
 _PERIOD = {"type": "string", "pattern": r"^\d{4}-\d{2}$", "description": "YYYY-MM"}
@@ -83,9 +73,11 @@ LABEL_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name=CALCULATE_ROYALTIES,
         description=(
-            "The royalty engine: an artist's ledger for a period (gross, recouped, net "
-            "payable, balances per recoupment account), or one track's royalty by channel "
-            "when `isrc` is given. Amounts are exact decimals in USD."
+            "The royalty engine, applying the label's rulebook: an artist's ledger for a "
+            "period (gross royalty, recouped, net payable, each recoupment account's "
+            "balances, and the terms and escalators applied per contract and channel), or, "
+            "when `isrc` is given, that track's royalty per channel (optionally one "
+            "`channel`). Amounts are exact decimals in USD."
         ),
         input_schema={
             "type": "object",
@@ -93,6 +85,10 @@ LABEL_TOOLS: tuple[ToolSpec, ...] = (
                 "artist_id": {"type": "string"},
                 "period": _PERIOD,
                 "isrc": {"type": "string"},
+                "channel": {
+                    "type": "string",
+                    "enum": ["streaming", "download", "physical", "sync"],
+                },
             },
             "required": ["artist_id", "period"],
             "additionalProperties": False,

@@ -260,7 +260,7 @@ TEMPLATES: tuple[Template, ...] = (
             f"{r['period']} is accounted?"
         ),
         answer_line=_fixed(CENTS_CONTRACT),
-        first_call=_calculator,
+        first_call=_sql,
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
         artist_column="artist_id",

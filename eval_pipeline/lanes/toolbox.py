@@ -1,0 +1,395 @@
+"""The label world's tools as the product lane executes them, over the frozen world only.
+
+Every tool reads the world-only agent database (:mod:`eval_pipeline.lanes.agent_db`), never
+the warehouse: ``run_sql`` through the guarded :class:`AgentSql`; the other read tools
+through plain parameterised queries on the same file; ``calculate_royalties`` by running
+the royalty engine on the tables of one artist (the engine that computed the answer key,
+but over the world tables, not the key). ``submit_payout_batch`` is the only write: a
+dry-run sink that validates and records the request and answers with a synthetic success.
+
+Every failure an agent can cause (an unknown tool, arguments that break the schema, a
+refused or failing query, an unknown artist, a period outside the ledger) comes back as an
+error result the model can read and recover from; nothing an agent sends raises.
+
+Results are compact JSON text with money as exact decimal strings (USD, six places for
+royalties and balances, two for net payable and payout amounts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from eval_pipeline.lanes.agent_db import open_agent_world_db
+from eval_pipeline.lanes.errors import SqlToolError
+from eval_pipeline.lanes.sql_tool import AgentSql
+from eval_pipeline.providers.schema_check import schema_problem
+from eval_pipeline.providers.types import ToolSpec
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.world.label import engine, tools
+from eval_pipeline.world.label.clauses import percent
+from eval_pipeline.world.label.distributors import PERIODS
+from eval_pipeline.world.label.truth import compute_truth, subset_world
+
+MAX_ARGUMENT_BYTES = 64_000
+"""Arguments larger than this are refused unread (a model sending megabytes of JSON)."""
+MAX_MATCHES = 20
+
+
+class ToolOutcome(FrozenRecord):
+    """What a tool call returned to the model, and what the trace needs to know about it."""
+
+    name: str
+    arguments: dict[str, Any] | None
+    """The arguments as executed (None when they could not be read)."""
+    text: str
+    is_error: bool
+    error_kind: str | None = None
+    """unknown_tool | bad_arguments | sql_refused | sql_error | sql_timeout | not_found"""
+    write: dict[str, Any] | None = None
+    """The request a write tool recorded in the dry-run sink."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _error(name: str, arguments: dict[str, Any] | None, kind: str, reason: str) -> ToolOutcome:
+    return ToolOutcome(
+        name=name,
+        arguments=arguments,
+        text=_json({"error": reason}),
+        is_error=True,
+        error_kind=kind,
+    )
+
+
+class _NotFoundError(Exception):
+    """A lookup found nothing: becomes a `not_found` error result."""
+
+
+class LabelToolbox:
+    """Executes the label world's tools for one lane run (thread-safe: one cursor a call)."""
+
+    def __init__(self, agent_db: Path, specs: Sequence[ToolSpec] | None = None) -> None:
+        self.specs = {spec.name: spec for spec in (specs or tools.LABEL_TOOLS)}
+        self.sql = AgentSql(agent_db)
+        self._conn = open_agent_world_db(agent_db)
+        self._lock = threading.Lock()
+        self._world: dict[str, pl.DataFrame] | None = None
+        self._ledgers: dict[str, dict[str, pl.DataFrame]] = {}
+        self.writes: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        self.sql.close()
+        self._conn.close()
+
+    def __enter__(self) -> LabelToolbox:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def execute(self, name: str, raw_arguments: str) -> ToolOutcome:
+        """Run one tool call as the model sent it; every failure is an error result."""
+        spec = self.specs.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.specs))
+            return _error(name, None, "unknown_tool", f"no tool named {name!r}; tools: {known}")
+        if len(raw_arguments.encode("utf-8")) > MAX_ARGUMENT_BYTES:
+            return _error(
+                name, None, "bad_arguments", f"arguments over {MAX_ARGUMENT_BYTES} bytes refused"
+            )
+        try:
+            arguments = json.loads(raw_arguments or "{}")
+        except ValueError as error:
+            return _error(name, None, "bad_arguments", f"arguments are not valid JSON: {error}")
+        if not isinstance(arguments, dict):
+            return _error(name, None, "bad_arguments", "arguments must be a JSON object")
+        problem = schema_problem(arguments, spec.input_schema)
+        if problem:
+            return _error(
+                name, arguments, "bad_arguments", f"arguments break the schema: {problem}"
+            )
+        return self.run(name, arguments)
+
+    def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Run a tool on arguments already read and checked against its schema."""
+        try:
+            if name == tools.RUN_SQL:
+                return self._run_sql(arguments)
+            if name == tools.SUBMIT_PAYOUT_BATCH:
+                return self._submit(arguments)
+            handler = {
+                tools.FIND_ARTIST: self._find_artist,
+                tools.GET_CLAUSE: self._get_clause,
+                tools.SEARCH_CLAUSES: self._search_clauses,
+                tools.CALCULATE_ROYALTIES: self._calculate,
+            }[name]
+            return ToolOutcome(
+                name=name, arguments=arguments, text=_json(handler(arguments)), is_error=False
+            )
+        except _NotFoundError as missing:
+            return _error(name, arguments, "not_found", str(missing))
+
+    # -- read tools -------------------------------------------------------------------------
+
+    def _query(self, sql: str, *params: object) -> list[dict[str, Any]]:
+        cursor = self._conn.cursor()
+        try:
+            result = cursor.execute(sql, list(params))
+            columns = [c[0] for c in result.description or []]
+            return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+        finally:
+            cursor.close()
+
+    def _run_sql(self, arguments: dict[str, Any]) -> ToolOutcome:
+        try:
+            result = self.sql.run(str(arguments["query"]))
+        except SqlToolError as error:
+            kind = {
+                "SqlRefusedError": "sql_refused",
+                "SqlTimeoutError": "sql_timeout",
+            }.get(type(error).__name__, "sql_error")
+            return _error(tools.RUN_SQL, arguments, kind, error.reason)
+        body = {
+            "columns": list(result.columns),
+            "rows": [list(row) for row in result.rows],
+            "row_count": result.row_count,
+            "truncated": result.truncated,
+        }
+        return ToolOutcome(
+            name=tools.RUN_SQL, arguments=arguments, text=_json(body), is_error=False
+        )
+
+    def _find_artist(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        name = str(arguments["name"]).strip()
+        artists = self._query(
+            """
+            SELECT artist_id, name, CAST(cross_collateralized AS BOOLEAN) AS cross_collateralized
+            FROM artists
+            WHERE lower(name) LIKE '%' || lower(?) || '%'
+            ORDER BY lower(name) <> lower(?), artist_id
+            LIMIT ?
+            """,
+            name,
+            name,
+            MAX_MATCHES,
+        )
+        for artist in artists:
+            artist["contracts"] = self._query(
+                """
+                SELECT contract_id, kind, CAST(effective_date AS VARCHAR) AS effective_date,
+                       CAST(term_end_date AS VARCHAR) AS term_end_date, recoupment_account_id
+                FROM contracts WHERE artist_id = ? ORDER BY contract_id
+                """,
+                artist["artist_id"],
+            )
+        return {"query": name, "matches": artists}
+
+    def _get_clause(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        contract_id, number = str(arguments["contract_id"]), int(arguments["clause_number"])
+        rows = self._query(
+            "SELECT clause_number, heading, body FROM contract_clauses WHERE contract_id = ? "
+            "ORDER BY clause_number",
+            contract_id,
+        )
+        if not rows:
+            raise _NotFoundError(f"no contract {contract_id!r}")
+        for row in rows:
+            if row["clause_number"] == number:
+                return {"contract_id": contract_id, **row}
+        raise _NotFoundError(
+            f"contract {contract_id} has no clause {number}; its clauses are numbered "
+            f"1-{rows[-1]['clause_number']}"
+        )
+
+    def _search_clauses(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        query = str(arguments["query"]).strip()
+        contract_id = arguments.get("contract_id")
+        rows = self._query(
+            """
+            SELECT contract_id, clause_number, heading, body FROM contract_clauses
+            WHERE (lower(body) LIKE '%' || lower(?) || '%'
+                   OR lower(heading) LIKE '%' || lower(?) || '%')
+              AND (? IS NULL OR contract_id = ?)
+            ORDER BY contract_id, clause_number LIMIT ?
+            """,
+            query,
+            query,
+            contract_id,
+            contract_id,
+            MAX_MATCHES,
+        )
+        return {"query": query, "matches": rows}
+
+    # -- the calculator ---------------------------------------------------------------------
+
+    def _world_tables(self) -> dict[str, pl.DataFrame]:
+        with self._lock:
+            if self._world is None:
+                cursor = self._conn.cursor()
+                try:
+                    names = [t for (t,) in cursor.execute("SHOW TABLES").fetchall()]
+                    world = {}
+                    for name in names:
+                        frame = cursor.execute(f'SELECT * FROM "{name}"').pl()
+                        text = [
+                            c
+                            for c, t in frame.schema.items()
+                            if isinstance(t, pl.Enum | pl.Categorical)
+                        ]
+                        world[name] = frame.with_columns(pl.col(text).cast(pl.String))
+                finally:
+                    cursor.close()
+                self._world = world
+            return self._world
+
+    def _artist_ledgers(self, artist_id: str) -> dict[str, pl.DataFrame]:
+        world = self._world_tables()
+        with self._lock:
+            cached = self._ledgers.get(artist_id)
+        if cached is not None:
+            return cached
+        if world["artists"].filter(pl.col("artist_id") == artist_id).height == 0:
+            raise _NotFoundError(f"no artist {artist_id!r}; find_artist looks artists up by name")
+        ledgers = compute_truth(subset_world(world, {artist_id}), None)
+        with self._lock:
+            self._ledgers[artist_id] = ledgers
+        return ledgers
+
+    def _calculate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        artist_id, period = str(arguments["artist_id"]), str(arguments["period"])
+        if period not in PERIODS:
+            raise _NotFoundError(
+                f"period {period} is outside the ledger ({PERIODS[0]} to {PERIODS[-1]})"
+            )
+        ledgers = self._artist_ledgers(artist_id)
+        if "isrc" in arguments:
+            return _track_result(
+                ledgers, artist_id, period, str(arguments["isrc"]), arguments.get("channel")
+            )
+        return _artist_result(ledgers, artist_id, period)
+
+    # -- the one write -----------------------------------------------------------------------
+
+    def _submit(self, arguments: dict[str, Any]) -> ToolOutcome:
+        """Dry run: validate, record, answer with a synthetic success; nothing changes."""
+        period = str(arguments["period"])
+        if period not in PERIODS:
+            return _error(
+                tools.SUBMIT_PAYOUT_BATCH,
+                arguments,
+                "not_found",
+                f"period {period} is outside the ledger",
+            )
+        known = {r["artist_id"] for r in self._query("SELECT artist_id FROM artists")}
+        unknown = sorted({str(p["artist_id"]) for p in arguments["payouts"]} - known)
+        if unknown:
+            return _error(
+                tools.SUBMIT_PAYOUT_BATCH, arguments, "not_found", f"unknown artist ids {unknown}"
+            )
+        total = sum((Decimal(str(p["amount"])) for p in arguments["payouts"]), Decimal(0))
+        batch_id = "DRYRUN-" + hashlib.sha256(_json(arguments).encode()).hexdigest()[:12]
+        record = {"batch_id": batch_id, **arguments}
+        with self._lock:
+            self.writes.append(record)
+        body = {
+            "batch_id": batch_id,
+            "status": "accepted",
+            "period": period,
+            "payouts": len(arguments["payouts"]),
+            "total": f"{total:.2f}",
+        }
+        return ToolOutcome(
+            name=tools.SUBMIT_PAYOUT_BATCH,
+            arguments=arguments,
+            text=_json(body),
+            is_error=False,
+            write=record,
+        )
+
+
+def _usd6(micro: int) -> str:
+    return str(engine.micro_to_usd(micro))
+
+
+def _artist_result(
+    ledgers: Mapping[str, pl.DataFrame], artist_id: str, period: str
+) -> dict[str, Any]:
+    artist = ledgers["artist_ledger"].filter(pl.col("period") == period).row(0, named=True)
+    accounts = ledgers["account_ledger"].filter(pl.col("period") == period).sort("account_id")
+    terms = (
+        ledgers["contract_terms"]
+        .filter(pl.col("period") == period)
+        .sort(["contract_id", "channel"])
+    )
+    return {
+        "artist_id": artist_id,
+        "period": period,
+        "gross_royalty": _usd6(int(artist["gross_micro"])),
+        "recouped": _usd6(int(artist["recouped_micro"])),
+        "net_payable": str(engine.cents_to_usd(int(artist["net_payable_cents"]))),
+        "accounts": [
+            {
+                "account_id": a["account_id"],
+                "balance_before": _usd6(int(a["balance_before_micro"])),
+                "charges": _usd6(int(a["charges_micro"])),
+                "earnings": _usd6(int(a["earnings_micro"])),
+                "recouped": _usd6(int(a["recouped_micro"])),
+                "balance_after": _usd6(int(a["balance_after_micro"])),
+                "payable": _usd6(int(a["payable_micro"])),
+            }
+            for a in accounts.iter_rows(named=True)
+        ],
+        "terms": [
+            {
+                "contract_id": t["contract_id"],
+                "channel": t["channel"],
+                "set_by": t["source_contract_id"],
+                "rate": percent(int(t["rate_ppm"])),
+                "escalator_units": t["escalator_units"],
+                "escalated_rate": None
+                if t["escalated_rate_ppm"] is None
+                else percent(int(t["escalated_rate_ppm"])),
+                "units_in_period": int(t["units_in_period"]),
+                "rate_applied": percent(int(t["applied_rate_ppm"])),
+            }
+            for t in terms.iter_rows(named=True)
+        ],
+    }
+
+
+def _track_result(
+    ledgers: Mapping[str, pl.DataFrame], artist_id: str, period: str, isrc: str, channel: object
+) -> dict[str, Any]:
+    rows = ledgers["track_period_royalties"].filter(pl.col("isrc") == isrc)
+    if rows.height == 0:
+        raise _NotFoundError(f"track {isrc} earns nothing under artist {artist_id} in any period")
+    rows = rows.filter(pl.col("period") == period)
+    if channel is not None:
+        rows = rows.filter(pl.col("channel") == channel)
+    return {
+        "artist_id": artist_id,
+        "isrc": isrc,
+        "period": period,
+        "channels": [
+            {
+                "channel": r["channel"],
+                "units": int(r["units"]),
+                "gross_usd": _usd6(int(r["gross_usd_micro"])),
+                "rate_applied": percent(int(r["rate_ppm"])),
+                "royalty": _usd6(int(r["royalty_micro"])),
+            }
+            for r in rows.sort("channel").iter_rows(named=True)
+        ],
+    }
