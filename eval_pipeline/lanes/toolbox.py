@@ -101,26 +101,39 @@ class LabelToolbox:
 
     def execute(self, name: str, raw_arguments: str) -> ToolOutcome:
         """Run one tool call as the model sent it; every failure is an error result."""
+        arguments, refused = self.read(name, raw_arguments)
+        if refused is not None:
+            return refused
+        assert arguments is not None
+        return self.run(name, arguments)
+
+    def read(
+        self, name: str, raw_arguments: str
+    ) -> tuple[dict[str, Any] | None, ToolOutcome | None]:
+        """The arguments of a call read and checked against the tool's schema, or the error
+        result to send back instead (unknown tool, oversized, not JSON, off the schema)."""
         spec = self.specs.get(name)
         if spec is None:
             known = ", ".join(sorted(self.specs))
-            return _error(name, None, "unknown_tool", f"no tool named {name!r}; tools: {known}")
-        if len(raw_arguments.encode("utf-8")) > MAX_ARGUMENT_BYTES:
-            return _error(
-                name, None, "bad_arguments", f"arguments over {MAX_ARGUMENT_BYTES} bytes refused"
+            return None, _error(
+                name, None, "unknown_tool", f"no tool named {name!r}; tools: {known}"
             )
+        if len(raw_arguments.encode("utf-8")) > MAX_ARGUMENT_BYTES:
+            reason = f"arguments over {MAX_ARGUMENT_BYTES} bytes refused"
+            return None, _error(name, None, "bad_arguments", reason)
         try:
             arguments = json.loads(raw_arguments or "{}")
         except ValueError as error:
-            return _error(name, None, "bad_arguments", f"arguments are not valid JSON: {error}")
+            return None, _error(
+                name, None, "bad_arguments", f"arguments are not valid JSON: {error}"
+            )
         if not isinstance(arguments, dict):
-            return _error(name, None, "bad_arguments", "arguments must be a JSON object")
+            return None, _error(name, None, "bad_arguments", "arguments must be a JSON object")
         problem = schema_problem(arguments, spec.input_schema)
         if problem:
-            return _error(
-                name, arguments, "bad_arguments", f"arguments break the schema: {problem}"
-            )
-        return self.run(name, arguments)
+            reason = f"arguments break the schema: {problem}"
+            return None, _error(name, arguments, "bad_arguments", reason)
+        return arguments, None
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run a tool on arguments already read and checked against its schema."""

@@ -1,0 +1,247 @@
+"""Running every case of a fixture set in one lane, for one model and seed (a partition).
+
+A partition keeps its own append-only records under ``<var>/lanes/<lane>/<model>/<seed>/``:
+``cases.jsonl`` (one :class:`CaseRun` per case and attempt) and ``traces.jsonl``. Running a
+partition again re-runs only the cases whose latest attempt ended in an infrastructure
+error (‡) under the same fixture set, model config and lane settings, and keeps the rest:
+the failed attempt stays on record and the new one supersedes it (healing). Anything else
+that changed (another fixture set, a guard turned off) starts the partition afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+
+from pydantic import Field
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from eval_pipeline.fixtures.case import Case
+from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.journal import Journal, read_records
+from eval_pipeline.lanes.conversation import (
+    MAX_TOKENS,
+    CaseContext,
+    run_model_lane_case,
+    run_product_lane_case,
+)
+from eval_pipeline.lanes.guards import GuardSettings
+from eval_pipeline.lanes.records import CaseRun, Lane, TraceEvent
+from eval_pipeline.lanes.toolbox import LabelToolbox
+from eval_pipeline.paths import var_dir
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.providers.types import ToolSpec
+from eval_pipeline.records import FrozenRecord
+
+CASES_JOURNAL = "cases.jsonl"
+TRACES_JOURNAL = "traces.jsonl"
+
+
+class LaneSettings(FrozenRecord):
+    """How a lane runs its cases (recorded with every case, part of its identity)."""
+
+    lane: Lane
+    guards: GuardSettings = Field(default_factory=GuardSettings)
+    max_tokens: int = Field(default=MAX_TOKENS, gt=0)
+    concurrency: int = Field(default=16, ge=1)
+
+    def identity(self, config: ModelConfig, fixture_id: str) -> str:
+        """What a kept result must share with a new run: lane, guards, limits, the model
+        config and the fixture set (concurrency changes nothing and is left out)."""
+        material = {
+            "lane": self.lane,
+            "guards": self.guards.model_dump(mode="json") if self.lane == "product" else None,
+            "max_tokens": self.max_tokens,
+            "model": config.model_dump(mode="json"),
+            "fixture_id": fixture_id,
+        }
+        digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        return digest[:20]
+
+
+class LaneRunSummary(FrozenRecord):
+    """What one materialization of a partition did (for metadata and printing)."""
+
+    run_id: str
+    lane: Lane
+    model: str
+    seed: int
+    fixture_id: str
+    cases: int
+    ran: int
+    kept: int
+    healed: int
+    statuses: dict[str, int]
+    end_reasons: dict[str, int]
+    infra_errors: int
+    budget_stopped: int
+    tool_calls: int
+    guard_firings: dict[str, int]
+    first_call_matches: int | None
+    cost_usd: Decimal
+    input_tokens: int
+    output_tokens: int
+    records: str
+
+
+def case_progress(session: CallSession) -> Progress:
+    """A progress bar counting cases (a case may take many calls)."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cases"),
+        TimeElapsedColumn(),
+    )
+    return Progress(*columns, console=session.console or Console(stderr=True), refresh_per_second=4)
+
+
+def partition_dir(lane: Lane, model: str, seed: int, root: Path | None = None) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model)
+    return (root or var_dir() / "lanes") / lane / safe / str(seed)
+
+
+def latest_runs(path: Path, identity: str) -> dict[str, CaseRun]:
+    """The latest attempt of each case recorded under ``identity`` in a partition folder."""
+    latest: dict[str, CaseRun] = {}
+    for run in read_records(path / CASES_JOURNAL, CaseRun):
+        if run.settings_hash == identity:
+            current = latest.get(run.case_id)
+            if current is None or run.attempt >= current.attempt:
+                latest[run.case_id] = run
+    return latest
+
+
+async def run_partition(
+    *,
+    lane: Lane,
+    config: ModelConfig,
+    seed: int,
+    fixture_set: FixtureSet,
+    session: CallSession,
+    settings: LaneSettings,
+    toolbox: LabelToolbox | None,
+    folder: Path,
+    cases: Sequence[Case] | None = None,
+) -> LaneRunSummary:
+    """Run (or heal) one partition: every case not yet completed under the same identity."""
+    identity = settings.identity(config, fixture_set.fixture_id)
+    chosen = list(cases if cases is not None else fixture_set.cases)
+    previous = latest_runs(folder, identity)
+    to_run = [
+        c
+        for c in chosen
+        if c.case_id not in previous or previous[c.case_id].status == "infra_error"
+    ]
+    tools = tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
+    client = session.client(config)
+    limit = asyncio.Semaphore(settings.concurrency)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (
+        Journal[CaseRun](folder / CASES_JOURNAL) as case_journal,
+        Journal[TraceEvent](folder / TRACES_JOURNAL) as trace_journal,
+    ):
+
+        async def one(case: Case, progress: Progress, task: TaskID) -> CaseRun:
+            before = previous.get(case.case_id)
+            context = CaseContext(
+                run_id=session.run_id,
+                lane=lane,
+                model=config.name,
+                seed=seed,
+                case=case,
+                attempt=1 if before is None else before.attempt + 1,
+                fixture_id=fixture_set.fixture_id,
+                settings_hash=identity,
+                tools=tools,
+                client=client,
+                emit=trace_journal.append,
+                execute=toolbox.run if toolbox is not None else None,
+                read_arguments=toolbox.read if toolbox is not None else None,
+                guards=settings.guards,
+                max_tokens=settings.max_tokens,
+            )
+            async with limit:
+                run = await (
+                    run_product_lane_case(context)
+                    if lane == "product"
+                    else run_model_lane_case(context)
+                )
+            case_journal.append(run)
+            progress.advance(task)
+            return run
+
+        with case_progress(session) as progress:
+            task = progress.add_task(f"{lane} lane {config.name} seed {seed}", total=len(to_run))
+            fresh = await asyncio.gather(*(one(case, progress, task) for case in to_run))
+    current = {**previous, **{run.case_id: run for run in fresh}}
+    final = [current[c.case_id] for c in chosen if c.case_id in current]
+    healed = sum(1 for run in fresh if run.case_id in previous and run.status != "infra_error")
+    return summarize_runs(
+        session.run_id,
+        lane,
+        config.name,
+        seed,
+        fixture_set.fixture_id,
+        final,
+        len(fresh),
+        healed,
+        folder,
+    )
+
+
+def summarize_runs(
+    run_id: str,
+    lane: Lane,
+    model: str,
+    seed: int,
+    fixture_id: str,
+    runs: Sequence[CaseRun],
+    ran: int,
+    healed: int,
+    folder: Path,
+) -> LaneRunSummary:
+    statuses = Counter(run.status for run in runs)
+    firings: Counter[str] = Counter()
+    for run in runs:
+        firings.update(run.guard_firings)
+    firsts = [run.first_call for run in runs if run.first_call is not None]
+    return LaneRunSummary(
+        run_id=run_id,
+        lane=lane,
+        model=model,
+        seed=seed,
+        fixture_id=fixture_id,
+        cases=len(runs),
+        ran=ran,
+        kept=len(runs) - ran,
+        healed=healed,
+        statuses=dict(statuses),
+        end_reasons=dict(Counter(run.end_reason for run in runs)),
+        infra_errors=statuses.get("infra_error", 0),
+        budget_stopped=statuses.get("budget_stopped", 0),
+        tool_calls=sum(run.tool_calls for run in runs),
+        guard_firings=dict(firings),
+        first_call_matches=sum(1 for f in firsts if f.matches_expected)
+        if lane == "model"
+        else None,
+        cost_usd=sum((run.cost_usd for run in runs), Decimal(0)),
+        input_tokens=sum(run.input_tokens for run in runs),
+        output_tokens=sum(run.output_tokens for run in runs),
+        records=str(folder),
+    )
