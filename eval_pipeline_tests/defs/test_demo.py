@@ -189,13 +189,13 @@ def test_a_step_failure_is_reduced_to_the_error_our_code_raised() -> None:
 
 @pytest.mark.slow
 def test_a_failing_step_shows_its_cause_first_and_alone(isolated_state: Path) -> None:
-    """A failure only the run meets (this world cannot be generated at that scale) is
-    one line naming its cause, not the step's stack dump."""
+    """A failure only the run meets (this world is too small for its suite) is one line
+    naming its cause, not the step's stack dump."""
     config = isolated_state / "too-small.yaml"
     config.write_text("plugin: label\nseed: 11\nscale: 0.001\n")
     env = {**os.environ, "EVALP_WORLD_CONFIG": str(config)}
     done = run_evalp(["demo"], env)
-    line = assert_one_error_line(done, "world:", "scale 0.001", "smallest scale that works")
-    assert line.startswith("error: world: scale 0.001 is too small")
+    line = assert_one_error_line(done, "fixtures:", "scale 0.001", "smallest scale that works")
+    assert line.startswith("error: fixtures: scale 0.001 is too small for the suite")
     assert len(done.stderr.splitlines()) == 2 and "FAILED" in done.stderr.splitlines()[1]
     assert done.stdout == ""

@@ -28,6 +28,7 @@ from eval_pipeline.world.label.truth import TRUTH_TABLES, compute_truth
 
 if TYPE_CHECKING:
     from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.world.label.suite.select import SuiteTooSmallError
     from eval_pipeline.world.label.catalog import Catalog
     from eval_pipeline.world.label.distributors import DistributorSpec
 
@@ -215,9 +216,35 @@ class LabelWorld:
         """The evaluation cases of the label suite (eval_pipeline.world.label.suite)."""
         from eval_pipeline.world.label.suite import SUITE_VERSION as BUILT_VERSION
         from eval_pipeline.world.label.suite import build_label_suite
+        from eval_pipeline.world.label.suite.select import SuiteTooSmallError
 
         if self.suite_version != BUILT_VERSION:
             raise WorldError(
                 f"suite module is {BUILT_VERSION}, plugin declares {self.suite_version}"
             )
-        return build_label_suite(world.tables, answer_key.tables, world.seed)
+        try:
+            return build_label_suite(world.tables, answer_key.tables, world.seed)
+        except SuiteTooSmallError as error:
+            raise self._suite_scale_error(world, error) from error
+
+    def _suite_scale_error(self, world: GeneratedWorld, error: SuiteTooSmallError) -> Exception:
+        """A suite that cannot be filled becomes a ConfigError naming `scale` and the smallest
+        scale at which this seed's suite builds (found by building, as for the world)."""
+        from eval_pipeline.world.label.suite import build_label_suite
+        from eval_pipeline.world.label.suite.select import SuiteTooSmallError
+
+        def builds(scale_ppm: int) -> bool:
+            try:
+                bigger = self.generate(world.seed, scale_ppm / 1_000_000)
+                build_label_suite(bigger.tables, self.answer_key(bigger).tables, world.seed)
+            except (SuiteTooSmallError, ConfigError):
+                return False
+            return True
+
+        smallest = smallest_working_scale(world.scale, builds)
+        if smallest is None:
+            return error
+        return ConfigError(
+            f"scale {world.scale:g} is too small for the suite of seed {world.seed} ({error}); "
+            f"the smallest scale that works is {smallest:g}"
+        )

@@ -24,6 +24,12 @@ from eval_pipeline.world.label.suite.templates import Template
 from eval_pipeline.world.rng import Stream
 
 COVERAGE = 3
+
+
+class SuiteTooSmallError(WorldError):
+    """The world offers too few subjects for a template (usually: too small a scale)."""
+
+
 ABSTAIN_NOTE = (
     "If the records cannot answer this, say so with a line ABSTAIN: <reason> instead of guessing."
 )
@@ -108,7 +114,7 @@ class Selector:
                 if any(MISREADINGS_BY_ID[m].rule_id == template.requires_rule for m in c.misread)
             ]
         if len(candidates) < template.count:
-            raise WorldError(
+            raise SuiteTooSmallError(
                 f"suite template {template.name} needs {template.count} subjects, the world offers "
                 f"{len(candidates)}"
             )
