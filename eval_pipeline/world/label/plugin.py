@@ -28,9 +28,9 @@ from eval_pipeline.world.label.truth import TRUTH_TABLES, compute_truth
 
 if TYPE_CHECKING:
     from eval_pipeline.fixtures.case import Case
-    from eval_pipeline.world.label.suite.select import SuiteTooSmallError
     from eval_pipeline.world.label.catalog import Catalog
     from eval_pipeline.world.label.distributors import DistributorSpec
+    from eval_pipeline.world.label.suite.select import SuiteTooSmallError
 
 GENERATOR_VERSION = "label-2"
 # The suite lives in eval_pipeline.world.label.suite (SUITE_VERSION there); it is imported
