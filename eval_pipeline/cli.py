@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
 from eval_pipeline import paths
 from eval_pipeline.errors import EvalPipelineError
+
+if TYPE_CHECKING:
+    from eval_pipeline.defs.runner import JobOutcome
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -146,11 +149,35 @@ def demo() -> None:
         click.echo("\n".join("               " + line for line in summary.splitlines()))
     for check, passed in sorted(outcome.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    _echo_lanes(outcome.lanes)
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
     click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
     if not outcome.success:
         sys.exit(1)
+
+
+def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
+    """One line per lane partition run: what ran, how it ended, what it cost."""
+    for lane in lanes:
+        if not lane.success:
+            for failure in lane.failures:
+                click.echo(
+                    f"error: lanes {lane.partition}: {failure.step}: {one_line(failure.message)}",
+                    err=True,
+                )
+            continue
+        for asset in ("model_lane_runs", "product_lane_runs"):
+            meta = lane.materializations.get(asset)
+            if meta is None:
+                continue
+            click.echo(
+                f"  {asset:<17} {lane.partition:<32} cases {meta.get('cases')} "
+                f"(ran {meta.get('cases_run')}, healed {meta.get('cases_healed')}) "
+                f"‡ {meta.get('infra_errors')} † {meta.get('budget_stopped')} "
+                f"tool calls {meta.get('tool_calls')} cost ${meta.get('cost_usd')} "
+                f"[{meta.get('provider')}]"
+            )
 
 
 @main.command()

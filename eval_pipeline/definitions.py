@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipeline.defs.jobs import main_job
+from eval_pipeline.defs.jobs import lanes_job, main_job
+from eval_pipeline.defs.lane_assets import (
+    agent_world_asset,
+    model_lane_records_asset,
+    model_lane_runs_asset,
+    product_lane_records_asset,
+    product_lane_runs_asset,
+)
+from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.world_assets import (
@@ -15,8 +23,20 @@ from eval_pipeline.defs.world_assets import (
 )
 
 defs = dg.Definitions(
-    assets=[world_asset, answer_key_asset, fixtures_asset, provider_calibration_asset],
+    assets=[
+        world_asset,
+        answer_key_asset,
+        fixtures_asset,
+        provider_calibration_asset,
+        agent_world_asset,
+        model_lane_runs_asset,
+        product_lane_runs_asset,
+        model_lane_records_asset,
+        product_lane_records_asset,
+    ],
     asset_checks=[fixtures_match_world],
-    jobs=[main_job],
+    jobs=[main_job, lanes_job],
+    sensors=[model_configs_sensor],
+    schedules=[nightly_schedule],
     resources=default_resources(),
 )

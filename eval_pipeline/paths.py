@@ -39,6 +39,17 @@ def models_dir() -> Path:
     return Path(override).resolve() if override else CONFIGS_DIR / "models"
 
 
+def sweep_config() -> Path:
+    """The sweep the schedule runs: `EVALP_SWEEP_CONFIG` or `configs/sweeps/nightly.yaml`."""
+    override = os.environ.get("EVALP_SWEEP_CONFIG")
+    return Path(override).resolve() if override else CONFIGS_DIR / "sweeps" / "nightly.yaml"
+
+
+def lanes_dir() -> Path:
+    """Each lane partition's own records: `<var>/lanes/<lane>/<model>/<seed>/`."""
+    return var_dir() / "lanes"
+
+
 def prices_path() -> Path:
     """The price book: `EVALP_PRICES` or the committed `configs/prices.yaml`."""
     override = os.environ.get("EVALP_PRICES")

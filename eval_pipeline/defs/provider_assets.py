@@ -1,7 +1,6 @@
 """The model-call layer's calibration on the simulated provider, as an asset with its check."""
 
 import asyncio
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -11,19 +10,20 @@ from eval_pipeline.defs.keys import (
     PLANTED_LABELS_RECOVERED,
     PROVIDER_CALIBRATION_ASSET,
     PROVIDERS_GROUP,
+    WAREHOUSE_POOL,
 )
+from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.providers.calibration import (
     CALIBRATION_SIM_OPTIONS,
     PLANTED_CONFIGS,
-    SIM_KEY_ENV,
     PlantedCalibration,
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.warehouse import JOURNAL_NAME
-from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_sim
+from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -45,17 +45,17 @@ def _calibration_table(reports: list[PlantedCalibration]) -> str:
     name=PROVIDER_CALIBRATION_ASSET,
     group_name=PROVIDERS_GROUP,
     kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+    code_version="calibration-1",
     check_specs=[
         dg.AssetCheckSpec(PLANTED_LABELS_RECOVERED, asset=PROVIDER_CALIBRATION_ASSET, blocking=True)
     ],
 )
 def provider_calibration_asset(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, sim: SimulatedProvider
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The call classifier run on 24 failures planted in the simulated provider, through the
     real SDKs over HTTP in both wire formats; every envelope lands in runs.call_envelopes."""
-    # The simulated provider ignores keys, but the SDKs insist on one.
-    os.environ.setdefault(SIM_KEY_ENV, "simulated-provider-accepts-any-key")
     run_id = f"calibration-{context.run.run_id}"
     run_dir = paths.runs_dir() / run_id
     journal = run_dir / JOURNAL_NAME
@@ -66,22 +66,20 @@ def provider_calibration_asset(
 
     async def calibrate(base_urls: dict[str, str]) -> list[PlantedCalibration]:
         async with CallSession(
-            run_id=run_id, journal_path=journal, warehouse=Path(warehouse.path), base_urls=base_urls
+            run_id=run_id,
+            journal_path=journal,
+            warehouse=Path(warehouse.path),
+            base_urls=base_urls,
+            api_keys=sim.api_keys(configs),
         ) as session:
             return await calibrate_planted_configs(session, configs)
 
     # The sim keeps its own record of every request beside the journal: what the
     # provider saw and billed, to compare with what was journaled (even after a crash).
-    with running_sim(
+    with sim.running(
         profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
-    ) as sim:
-        base_urls = {
-            name: sim.anthropic_base_url
-            if configs[name].api == "anthropic_messages"
-            else sim.openai_base_url
-            for name in PLANTED_CONFIGS
-        }
-        reports = asyncio.run(calibrate(base_urls))
+    ) as handle:
+        reports = asyncio.run(calibrate(sim.base_urls(handle, configs)))
     mismatches = [f"{r.model}: {m}" for r in reports for m in r.mismatches]
     return dg.MaterializeResult(
         metadata={

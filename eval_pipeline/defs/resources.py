@@ -33,7 +33,11 @@ class ProjectSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 def default_resources() -> dict[str, object]:
+    from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
+
     return {
+        "sim": SimulatedProvider(),
+        "calls": ModelCallSettings(),
         "warehouse": WarehouseResource(path=str(paths.warehouse_path())),
         "settings": ProjectSettings(
             world_config_path=str(paths.default_world_config()),

@@ -10,6 +10,7 @@ reduced to its cause, so a user reads what is wrong instead of a stack dump.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,9 @@ import dagster as dg
 
 from eval_pipeline import paths, stages
 from eval_pipeline.crashpoints import crash_point
-from eval_pipeline.defs.keys import MAIN_JOB
+from eval_pipeline.defs.keys import LANES_JOB, MAIN_JOB, MODELS_PARTITIONS
 from eval_pipeline.errors import EvalPipelineError
+from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.locks import held_exclusively
 from eval_pipeline.providers.warehouse import load_pending_journals
 
@@ -60,6 +62,18 @@ class Recovery:
 
 
 @dataclass(frozen=True)
+class JobOutcome:
+    """One job run: what it materialized, its checks, and the causes of any failure."""
+
+    run_id: str
+    success: bool
+    materializations: dict[str, dict[str, object]]
+    checks: dict[str, bool]
+    failures: tuple[StepFailure, ...] = ()
+    partition: str | None = None
+
+
+@dataclass(frozen=True)
 class MainJobOutcome:
     run_id: str
     success: bool
@@ -69,6 +83,8 @@ class MainJobOutcome:
     failures: tuple[StepFailure, ...] = ()
     warnings: tuple[str, ...] = ()
     recovery: Recovery = field(default_factory=Recovery)
+    lanes: tuple[JobOutcome, ...] = ()
+    """One lanes-job run per partition of the sweep (after the main job succeeded)."""
 
 
 def _our_error_names() -> set[str]:
@@ -152,16 +168,64 @@ def run_main_job() -> MainJobOutcome:
                 instance=instance,
                 raise_on_error=False,
                 tags={DEMO_TAG: "evalp demo"},
-                # Dagster's console log would print each failure's whole stack; the
-                # demo prints the cause, and the full log stays in the instance (UI).
-                run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+                run_config=QUIET,
             )
-            return _outcome(result, home, warnings, recovery)
+            outcome = _outcome(result, home, warnings, recovery)
+            if not outcome.success:
+                return outcome
+            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB))
+            return dataclasses.replace(
+                outcome, lanes=lanes, success=all(lane.success for lane in lanes)
+            )
+
+
+# Dagster's console log would print each failure's whole stack; the demo prints the cause,
+# and the full log stays in the instance (UI).
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+def run_sweep_partitions(
+    instance: dg.DagsterInstance, lanes_job: dg.JobDefinition
+) -> tuple[JobOutcome, ...]:
+    """Every (model, seed) partition of the sweep through the lanes job, one run each, after
+    registering the sweep's models as partitions."""
+    sweep = load_sweep_config()
+    known = set(instance.get_dynamic_partitions(MODELS_PARTITIONS))
+    missing = [model for model in sweep.models if model not in known]
+    if missing:
+        instance.add_dynamic_partitions(MODELS_PARTITIONS, missing)
+    outcomes = []
+    for model in sweep.models:
+        for seed in sweep.seeds:
+            key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
+            result = lanes_job.execute_in_process(
+                instance=instance,
+                partition_key=key,
+                raise_on_error=False,
+                tags={DEMO_TAG: "evalp demo"},
+                run_config=QUIET,
+            )
+            outcomes.append(_job_outcome(result, partition=str(key)))
+    return tuple(outcomes)
 
 
 def _outcome(
     result: dg.ExecuteInProcessResult, home: Path, warnings: list[str], recovery: Recovery
 ) -> MainJobOutcome:
+    job = _job_outcome(result)
+    return MainJobOutcome(
+        run_id=job.run_id,
+        success=job.success,
+        dagster_home=str(home),
+        materializations=job.materializations,
+        checks=job.checks,
+        failures=job.failures,
+        warnings=tuple(warnings),
+        recovery=recovery,
+    )
+
+
+def _job_outcome(result: dg.ExecuteInProcessResult, partition: str | None = None) -> JobOutcome:
     materializations: dict[str, dict[str, object]] = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
@@ -177,13 +241,11 @@ def _outcome(
         for event in result.get_step_failure_events()
         if event.step_failure_data.error is not None
     )
-    return MainJobOutcome(
+    return JobOutcome(
         run_id=result.run_id,
         success=result.success,
-        dagster_home=str(home),
         materializations=materializations,
         checks=checks,
         failures=failures,
-        warnings=tuple(warnings),
-        recovery=recovery,
+        partition=partition,
     )

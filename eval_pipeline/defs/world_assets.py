@@ -5,14 +5,27 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline import stages
-from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, WORLD_ASSET, WORLD_GROUP
+from eval_pipeline.defs.keys import (
+    ANSWER_KEY_ASSET,
+    FIXTURES_ASSET,
+    WAREHOUSE_POOL,
+    WORLD_ASSET,
+    WORLD_GROUP,
+)
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
 from eval_pipeline.fixtures.preview import category_preview_markdown
 from eval_pipeline.world import build_world, get_world_plugin, load_world_config
+from eval_pipeline.world.label.plugin import GENERATOR_VERSION, SUITE_VERSION
 
 
-@dg.asset(name=WORLD_ASSET, group_name=WORLD_GROUP, kinds={"polars", "duckdb"})
+@dg.asset(
+    name=WORLD_ASSET,
+    group_name=WORLD_GROUP,
+    kinds={"polars", "duckdb"},
+    pool=WAREHOUSE_POOL,
+    code_version=f"{GENERATOR_VERSION}",
+)
 def world_asset(
     context: dg.AssetExecutionContext, settings: ProjectSettings, warehouse: WarehouseResource
 ) -> dg.MaterializeResult[None]:
@@ -38,7 +51,12 @@ def world_asset(
 
 
 @dg.asset(
-    name=ANSWER_KEY_ASSET, group_name=WORLD_GROUP, deps=[WORLD_ASSET], kinds={"polars", "duckdb"}
+    name=ANSWER_KEY_ASSET,
+    group_name=WORLD_GROUP,
+    deps=[WORLD_ASSET],
+    kinds={"polars", "duckdb"},
+    pool=WAREHOUSE_POOL,
+    code_version=f"{GENERATOR_VERSION}",
 )
 def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
     """Truth tables computed from the clean world data, kept in the `truth` schema."""
@@ -61,6 +79,8 @@ def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]
     group_name=WORLD_GROUP,
     deps=[WORLD_ASSET, ANSWER_KEY_ASSET],
     kinds={"json"},
+    pool=WAREHOUSE_POOL,
+    code_version=f"{GENERATOR_VERSION}/{SUITE_VERSION}",
 )
 def fixtures_asset(
     settings: ProjectSettings, warehouse: WarehouseResource

@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
 from eval_pipeline.journal import Journal, read_records
 from eval_pipeline.lanes.conversation import (
     MAX_TOKENS,
@@ -245,3 +245,53 @@ def summarize_runs(
         output_tokens=sum(run.output_tokens for run in runs),
         records=str(folder),
     )
+
+
+class PartitionRequest(FrozenRecord):
+    """Everything one lane partition run needs, as the Dagster asset hands it over."""
+
+    lane: Lane
+    model: str
+    seed: int
+    run_id: str
+    fixture_path: str
+    agent_db: str
+    settings: LaneSettings
+
+
+def execute_partition(
+    request: PartitionRequest,
+    config: ModelConfig,
+    session: CallSession,
+    lanes_root: Path,
+) -> LaneRunSummary:
+    """Run one partition to the end (the session must be new; it is closed here)."""
+    fixture_set = load_fixtures(Path(request.fixture_path))
+    folder = partition_dir(request.lane, request.model, request.seed, lanes_root)
+
+    async def go() -> LaneRunSummary:
+        async with session:
+            if request.lane == "model":
+                return await run_partition(
+                    lane="model",
+                    config=config,
+                    seed=request.seed,
+                    fixture_set=fixture_set,
+                    session=session,
+                    settings=request.settings,
+                    toolbox=None,
+                    folder=folder,
+                )
+            with LabelToolbox(Path(request.agent_db)) as toolbox:
+                return await run_partition(
+                    lane="product",
+                    config=config,
+                    seed=request.seed,
+                    fixture_set=fixture_set,
+                    session=session,
+                    settings=request.settings,
+                    toolbox=toolbox,
+                    folder=folder,
+                )
+
+    return asyncio.run(go())

@@ -609,6 +609,7 @@ class CallSession:
         cache_mode: CacheMode = "off",
         clock: Callable[[], date] = utc_today,
         base_urls: Mapping[str, str] | None = None,
+        api_keys: Mapping[str, str] | None = None,
         provider_limits: Mapping[str, int] | None = None,
         warehouse: Path | duckdb.DuckDBPyConnection | None = None,
         rng: random.Random | None = None,
@@ -626,6 +627,7 @@ class CallSession:
         self.cache_mode: CacheMode = cache_mode
         self.clock = clock
         self.base_urls = dict(base_urls or {})
+        self.api_keys = dict(api_keys or {})
         self.provider_limits = dict(provider_limits or {})
         self.warehouse = warehouse
         self.rng = rng or random.Random()
@@ -661,7 +663,9 @@ class CallSession:
         existing = self._clients.get(config.name)
         if existing is not None:
             return existing
-        api_key = config.resolve_api_key()
+        # A key handed to the session (the simulated provider's, which is not a secret)
+        # wins; otherwise it comes from the environment variable the config names.
+        api_key = self.api_keys.get(config.name) or config.resolve_api_key()
         self.redact.add(api_key)
         if transport is None:
             url = config.resolve_base_url(base_url or self.base_urls.get(config.name))

@@ -1,0 +1,249 @@
+"""The two lanes as partitioned assets (model × seed), their warehouse records, and the
+world-only database the product lane's tools read."""
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline import paths
+from eval_pipeline.defs.keys import (
+    AGENT_WORLD_ASSET,
+    FIXTURES_ASSET,
+    LANES_GROUP,
+    MODEL_CALLS_POOL,
+    MODEL_LANE_RECORDS_ASSET,
+    MODEL_LANE_RUNS_ASSET,
+    MODELS_PARTITIONS,
+    PRODUCT_LANE_RECORDS_ASSET,
+    PRODUCT_LANE_RUNS_ASSET,
+    WAREHOUSE_POOL,
+    WORLD_ASSET,
+)
+from eval_pipeline.defs.lane_resources import SIMULATED, ModelCallSettings, SimulatedProvider
+from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.lanes.agent_db import (
+    build_agent_world_db,
+    open_agent_world_db,
+    read_agent_world_info,
+)
+from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
+from eval_pipeline.lanes.records import Lane
+from eval_pipeline.lanes.runner import (
+    LaneRunSummary,
+    LaneSettings,
+    PartitionRequest,
+    execute_partition,
+    partition_dir,
+)
+from eval_pipeline.lanes.store import load_partition_records
+from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.warehouse import JOURNAL_NAME
+from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle
+
+model_partitions = dg.DynamicPartitionsDefinition(name=MODELS_PARTITIONS)
+lane_partitions = dg.MultiPartitionsDefinition(
+    {
+        "model": model_partitions,
+        "seed": dg.StaticPartitionsDefinition([str(s) for s in load_sweep_config().seeds]),
+    }
+)
+LANE_CODE_VERSION = "lanes-1"
+
+
+class ProductLaneConfig(dg.Config):
+    """The product lane's guards (each can also be turned off by EVALP_GUARD_<NAME>=off)."""
+
+    stall_bounce: bool = True
+    argument_repair: bool = True
+    truncation_refusal: bool = True
+    iteration_cap: bool = True
+    max_iterations: int = 12
+
+
+def _model_and_seed(context: dg.AssetExecutionContext) -> tuple[str, int]:
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        raise dg.Failure(f"expected a model|seed partition key, got {key!r}")
+    keys = key.keys_by_dimension
+    return keys["model"], int(keys["seed"])
+
+
+def _latest_path(context: dg.AssetExecutionContext, asset: str) -> str:
+    """The `path` an upstream asset recorded at its latest materialization."""
+    event = context.instance.get_latest_materialization_event(dg.AssetKey(asset))
+    if event is None or event.asset_materialization is None:
+        raise dg.Failure(f"{asset} has not been materialized; materialize it first")
+    value = event.asset_materialization.metadata.get("path")
+    if value is None:
+        raise dg.Failure(f"{asset}'s latest materialization records no path")
+    return str(value.value)
+
+
+def _run_lane(
+    context: dg.AssetExecutionContext,
+    lane: Lane,
+    guards: GuardSettings,
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    model, seed = _model_and_seed(context)
+    scan = scan_model_configs()
+    config = scan.require([model])[model]
+    run_id = f"{lane}-lane-{context.run.run_id}"
+    run_dir = paths.runs_dir() / run_id
+    request = PartitionRequest(
+        lane=lane,
+        model=model,
+        seed=seed,
+        run_id=run_id,
+        fixture_path=_latest_path(context, FIXTURES_ASSET),
+        agent_db=_latest_path(context, AGENT_WORLD_ASSET),
+        settings=LaneSettings(lane=lane, guards=guards),
+    )
+    simulated = config.provider == SIMULATED
+    running: AbstractContextManager[SimHandle | None] = (
+        sim.running(request_log=run_dir / SIM_REQUEST_LOG) if simulated else nullcontext()
+    )
+    with running as handle:
+        session = calls.session(
+            run_id=run_id,
+            journal=run_dir / JOURNAL_NAME,
+            base_urls=sim.base_urls(handle, {model: config}) if handle is not None else {},
+            api_keys=sim.api_keys({model: config}),
+        )
+        summary = execute_partition(request, config, session, paths.lanes_dir())
+        labels = session.summary()
+    return dg.MaterializeResult(metadata=_metadata(summary, labels.labels, simulated))
+
+
+def _metadata(
+    summary: LaneRunSummary, labels: dict[str, int], simulated: bool
+) -> "dict[str, dg.RawMetadataValue]":
+    return {
+        "provider": "simulated provider (eval_pipeline.sim)" if simulated else "real provider",
+        "run_id": summary.run_id,
+        "fixture_id": summary.fixture_id,
+        "cases": summary.cases,
+        "cases_run": summary.ran,
+        "cases_kept": summary.kept,
+        "cases_healed": summary.healed,
+        "infra_errors": summary.infra_errors,
+        "budget_stopped": summary.budget_stopped,
+        "statuses": dg.MetadataValue.json(summary.statuses),
+        "end_reasons": dg.MetadataValue.json(summary.end_reasons),
+        "call_labels": dg.MetadataValue.json(labels),
+        "guard_firings": dg.MetadataValue.json(summary.guard_firings),
+        "tool_calls": summary.tool_calls,
+        "first_call_matches": -1
+        if summary.first_call_matches is None
+        else summary.first_call_matches,
+        "cost_usd": str(summary.cost_usd),
+        "tokens": summary.input_tokens + summary.output_tokens,
+        "records": dg.MetadataValue.path(summary.records),
+    }
+
+
+@dg.asset(
+    name=AGENT_WORLD_ASSET,
+    group_name=LANES_GROUP,
+    deps=[WORLD_ASSET],
+    pool=WAREHOUSE_POOL,
+    kinds={"duckdb"},
+    code_version="agent-world-1",
+)
+def agent_world_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The world tables alone in their own read-only DuckDB file: what the product lane's
+    tools read, so no query can reach the answer key even past the SQL guard."""
+    path = build_agent_world_db(Path(warehouse.path), paths.agent_world_dir())
+    conn = open_agent_world_db(path)
+    try:
+        info = read_agent_world_info(conn)
+    finally:
+        conn.close()
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(path)),
+            "world_fingerprint": info.fingerprint,
+            "size_bytes": path.stat().st_size,
+        }
+    )
+
+
+@dg.asset(
+    name=MODEL_LANE_RUNS_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[FIXTURES_ASSET],
+    pool=MODEL_CALLS_POOL,
+    code_version=LANE_CODE_VERSION,
+)
+def model_lane_runs_asset(
+    context: dg.AssetExecutionContext, sim: SimulatedProvider, calls: ModelCallSettings
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Each case once, against the model alone: its first action with the tools offered."""
+    return _run_lane(context, "model", GuardSettings(), sim, calls)
+
+
+@dg.asset(
+    name=PRODUCT_LANE_RUNS_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET],
+    pool=MODEL_CALLS_POOL,
+    code_version=LANE_CODE_VERSION,
+)
+def product_lane_runs_asset(
+    context: dg.AssetExecutionContext,
+    config: ProductLaneConfig,
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Each case through the whole product: the agent loop, the tools, the guards."""
+    guards = guards_from_env(GuardSettings(**config.model_dump()))
+    return _run_lane(context, "product", guards, sim, calls)
+
+
+def _records(
+    context: dg.AssetExecutionContext, lane: Lane, warehouse: WarehouseResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    model, seed = _model_and_seed(context)
+    folder = partition_dir(lane, model, seed, paths.lanes_dir())
+    with warehouse.connection() as conn:
+        counts = load_partition_records([folder], paths.runs_dir(), conn)
+    metadata: dict[str, dg.RawMetadataValue] = dict(counts.items())
+    metadata["records"] = dg.MetadataValue.path(str(folder))
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    name=MODEL_LANE_RECORDS_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[MODEL_LANE_RUNS_ASSET],
+    pool=WAREHOUSE_POOL,
+    kinds={"duckdb"},
+    code_version=LANE_CODE_VERSION,
+)
+def model_lane_records_asset(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The partition's case runs, trace events and call envelopes, in the warehouse."""
+    return _records(context, "model", warehouse)
+
+
+@dg.asset(
+    name=PRODUCT_LANE_RECORDS_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[PRODUCT_LANE_RUNS_ASSET],
+    pool=WAREHOUSE_POOL,
+    kinds={"duckdb"},
+    code_version=LANE_CODE_VERSION,
+)
+def product_lane_records_asset(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The partition's case runs, trace events and call envelopes, in the warehouse."""
+    return _records(context, "product", warehouse)

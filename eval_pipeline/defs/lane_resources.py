@@ -1,0 +1,85 @@
+"""Resources for model calls: the simulated provider's lifecycle and the call settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.providers.budget import BudgetGate
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.sim.process import SimHandle, running_sim
+
+SIMULATED = "simulated"
+
+
+class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The project's simulated provider, started by the steps that call it and stopped when
+    they end. Its key is a placeholder, not a secret: the server ignores keys."""
+
+    seed: int = 0
+    latency_ms: int = 0
+    profile_options_json: str = ""
+    api_key: str = "simulated-provider-accepts-any-key"
+
+    @contextmanager
+    def running(
+        self,
+        *,
+        request_log: Path | None = None,
+        profile_options: Mapping[str, object] | None = None,
+    ) -> Iterator[SimHandle]:
+        options = dict(json.loads(self.profile_options_json or "{}"))
+        options.update(profile_options or {})
+        with running_sim(
+            seed=self.seed,
+            latency_ms=self.latency_ms,
+            profile_options=options,
+            request_log=request_log,
+        ) as handle:
+            yield handle
+
+    def base_urls(self, handle: SimHandle, configs: Mapping[str, ModelConfig]) -> dict[str, str]:
+        """The base URL of every simulated config, in the wire format it speaks."""
+        return {
+            name: handle.anthropic_base_url
+            if config.api == "anthropic_messages"
+            else handle.openai_base_url
+            for name, config in configs.items()
+            if config.provider == SIMULATED
+        }
+
+    def api_keys(self, configs: Mapping[str, ModelConfig]) -> dict[str, str]:
+        return {
+            name: self.api_key for name, config in configs.items() if config.provider == SIMULATED
+        }
+
+
+class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """How a step's model calls are made: an optional budget cap (USD, per step). Real
+    providers' keys come from the environment variables their model configs name; nothing
+    here holds a secret."""
+
+    budget_usd: str = ""
+
+    def session(
+        self,
+        *,
+        run_id: str,
+        journal: Path,
+        base_urls: Mapping[str, str],
+        api_keys: Mapping[str, str],
+    ) -> CallSession:
+        budget = BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
+        return CallSession(
+            run_id=run_id,
+            journal_path=journal,
+            budget=budget,
+            base_urls=base_urls,
+            api_keys=api_keys,
+        )

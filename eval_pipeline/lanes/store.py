@@ -1,0 +1,114 @@
+"""Lane records in the warehouse: `runs.case_runs` and `runs.trace_events`, beside
+`runs.call_envelopes`.
+
+A partition's journals (its case runs, its trace events, and the call journals of the runs
+that made them) are loaded idempotently: loading again replaces rows with themselves, and
+loading one partition never touches another's rows. `runs.case_outcomes` keeps the latest
+attempt of each case, so a healed case replaces its infrastructure error in the view
+without deleting the record of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from eval_pipeline.journal import read_records
+from eval_pipeline.lanes.records import CaseRun, TraceEvent
+from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
+from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+
+CASE_RUNS = "runs.case_runs"
+TRACE_EVENTS = "runs.trace_events"
+CASE_OUTCOMES = "runs.case_outcomes"
+
+_CASE_COLUMNS = """
+    run_id VARCHAR NOT NULL, lane VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    seed BIGINT NOT NULL, case_id VARCHAR NOT NULL, attempt INTEGER NOT NULL,
+    fixture_id VARCHAR NOT NULL, settings_hash VARCHAR NOT NULL, status VARCHAR NOT NULL,
+    end_reason VARCHAR NOT NULL, final_text VARCHAR, turns INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL, guard_firings VARCHAR NOT NULL, call_ids VARCHAR NOT NULL,
+    cost_usd DECIMAL(24,12) NOT NULL, input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL, first_call VARCHAR, elapsed_ms DOUBLE NOT NULL,
+    started_at VARCHAR NOT NULL,
+    PRIMARY KEY (lane, model, seed, settings_hash, case_id, attempt)
+"""
+_TRACE_COLUMNS = """
+    event_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, lane VARCHAR NOT NULL,
+    model VARCHAR NOT NULL, seed BIGINT NOT NULL, case_id VARCHAR NOT NULL,
+    attempt INTEGER NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL,
+    kind VARCHAR NOT NULL, tool VARCHAR, data VARCHAR NOT NULL
+"""
+
+
+def ensure_lane_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE SCHEMA IF NOT EXISTS runs")
+    con.execute(f"CREATE TABLE IF NOT EXISTS {CASE_RUNS} ({_CASE_COLUMNS})")
+    con.execute(f"CREATE TABLE IF NOT EXISTS {TRACE_EVENTS} ({_TRACE_COLUMNS})")
+    con.execute(
+        f"""
+        CREATE OR REPLACE VIEW {CASE_OUTCOMES} AS
+        SELECT * FROM {CASE_RUNS}
+        QUALIFY row_number() OVER (
+            PARTITION BY lane, model, seed, settings_hash, case_id ORDER BY attempt DESC
+        ) = 1
+        """
+    )
+
+
+def _case_row(run: CaseRun) -> dict[str, object]:
+    row: dict[str, object] = json.loads(run.model_dump_json())
+    row["guard_firings"] = json.dumps(run.guard_firings, sort_keys=True)
+    row["call_ids"] = json.dumps(list(run.call_ids))
+    row["first_call"] = None if run.first_call is None else run.first_call.model_dump_json()
+    return row
+
+
+def _trace_row(event: TraceEvent) -> dict[str, object]:
+    row: dict[str, object] = json.loads(event.model_dump_json())
+    row["data"] = json.dumps(event.data, sort_keys=True, ensure_ascii=False)
+    return row
+
+
+def _upsert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, object]]) -> int:
+    if not rows:
+        return 0
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    con.register("staged_rows", frame.to_arrow())
+    try:
+        columns = ", ".join(frame.columns)
+        con.execute(f"INSERT OR REPLACE INTO {table} ({columns}) SELECT {columns} FROM staged_rows")
+    finally:
+        con.unregister("staged_rows")
+    return frame.height
+
+
+def load_partition_records(
+    folders: Iterable[Path], runs_root: Path, con: duckdb.DuckDBPyConnection
+) -> dict[str, int]:
+    """Load the case runs and traces of partition folders, and the call journals of the
+    runs they name, in one transaction; returns how many rows each table received."""
+    ensure_lane_tables(con)
+    cases = [run for folder in folders for run in read_records(folder / CASES_JOURNAL, CaseRun)]
+    events = [
+        event for folder in folders for event in read_records(folder / TRACES_JOURNAL, TraceEvent)
+    ]
+    run_ids = sorted({run.run_id for run in cases})
+    con.execute("BEGIN TRANSACTION")
+    try:
+        loaded_cases = _upsert(con, CASE_RUNS, [_case_row(run) for run in cases])
+        loaded_events = _upsert(con, TRACE_EVENTS, [_trace_row(event) for event in events])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    envelopes = 0
+    for run_id in run_ids:
+        journal = runs_root / run_id / JOURNAL_NAME
+        if journal.exists():
+            envelopes += load_journal(journal, con)
+    return {"case_runs": loaded_cases, "trace_events": loaded_events, "call_envelopes": envelopes}

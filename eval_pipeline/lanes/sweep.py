@@ -1,0 +1,43 @@
+"""The sweep: which models and seeds the lanes run, and when (`configs/sweeps/*.yaml`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from eval_pipeline.config import load_yaml_config
+from eval_pipeline.lanes.records import Lane
+from eval_pipeline.paths import sweep_config
+from eval_pipeline.records import FrozenRecord
+
+
+class SweepConfig(FrozenRecord):
+    """Models x seeds x lanes, and the cron expression of the nightly schedule."""
+
+    name: str
+    models: tuple[str, ...] = Field(min_length=1)
+    seeds: tuple[int, ...] = Field(min_length=1)
+    lanes: tuple[Lane, ...] = ("model", "product")
+    cron: str = "0 2 * * *"
+    timezone: str = "UTC"
+
+    @field_validator("models", "seeds")
+    @classmethod
+    def _unique(cls, value: tuple[object, ...]) -> tuple[object, ...]:
+        repeated = sorted({str(v) for v in value if value.count(v) > 1})
+        if repeated:
+            raise ValueError(f"listed twice: {', '.join(repeated)}")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _non_negative(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(seed < 0 for seed in value):
+            raise ValueError("seeds must be >= 0")
+        return value
+
+
+def load_sweep_config(path: Path | None = None) -> SweepConfig:
+    """The sweep config (default `paths.sweep_config()`); errors name the file and field."""
+    return load_yaml_config(SweepConfig, path or sweep_config())
