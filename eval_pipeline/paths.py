@@ -73,12 +73,25 @@ def dagster_home() -> Path:
     return Path(override).resolve() if override else var_dir() / "dagster_home"
 
 
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+# Every concurrency pool holds one step at a time unless it is given its own limit: the
+# `warehouse` pool is what keeps DuckDB's single writer safe across runs. The demo gives
+# `model_calls` (lane steps calling models) a limit of its own.
+concurrency:
+  pools:
+    default_limit: 1
+"""
+
+
 def prepared_dagster_home() -> Path:
     """The Dagster home, created with a dagster.yaml that keeps the local defaults (SQLite
-    storage in this folder) and turns telemetry off, if it has none yet."""
+    storage in this folder), turns telemetry off and serializes each pool by default, if it
+    has none yet."""
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+        config.write_text(DAGSTER_YAML, encoding="utf-8")
     return home

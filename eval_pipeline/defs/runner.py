@@ -20,7 +20,7 @@ import dagster as dg
 
 from eval_pipeline import paths, stages
 from eval_pipeline.crashpoints import crash_point
-from eval_pipeline.defs.keys import LANES_JOB, MAIN_JOB, MODELS_PARTITIONS
+from eval_pipeline.defs.keys import LANES_JOB, MAIN_JOB, MODEL_CALLS_POOL, MODELS_PARTITIONS
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.locks import held_exclusively
@@ -181,6 +181,8 @@ def run_main_job() -> MainJobOutcome:
 
 # Dagster's console log would print each failure's whole stack; the demo prints the cause,
 # and the full log stays in the instance (UI).
+MODEL_CALLS_SLOTS = 4
+"""Lane steps calling models at once across runs (each bounds its calls per provider)."""
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -190,6 +192,8 @@ def run_sweep_partitions(
     """Every (model, seed) partition of the sweep through the lanes job, one run each, after
     registering the sweep's models as partitions."""
     sweep = load_sweep_config()
+    if instance.event_log_storage.get_concurrency_info(MODEL_CALLS_POOL).slot_count <= 1:
+        instance.event_log_storage.set_concurrency_slots(MODEL_CALLS_POOL, MODEL_CALLS_SLOTS)
     known = set(instance.get_dynamic_partitions(MODELS_PARTITIONS))
     missing = [model for model in sweep.models if model not in known]
     if missing:
