@@ -1,0 +1,1 @@
+"""Scoring: reading answers by kind, tiers, aggregation (Dagster-free)."""

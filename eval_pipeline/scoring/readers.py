@@ -1,0 +1,225 @@
+"""Reading a model's final answer: where it put it, and what it means for the case's kind.
+
+One reader per answer kind, used wherever an answer is read (the call classifier, the
+scorers, the ablation), so the label stored at call time and the score agree:
+
+- the final line: the last ``ANSWER:`` or ``ABSTAIN:`` line (``**ANSWER:**``, ``- ANSWER:``
+  and any case count); an ``ABSTAIN:`` line alone or beside a placeholder answer
+  (``ANSWER: N/A``, ``$0``, ``NO``, ``0``, ``ABSTAIN``) is an abstention, an abstention
+  followed later by a real answer is not;
+- money: a Decimal in the case's currency, whatever the symbols, separators and trailing
+  zeros (``$2,480.10``, ``USD 2480.1``, ``2 480,10 €`` is refused only if it names another
+  currency); percentages, counts, dates, identifiers and text, sets of line ids, YES/NO.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+from eval_pipeline.fixtures.case import AnswerKind, Case
+from eval_pipeline.records import FrozenRecord
+
+Placement = Literal["answer", "abstain", "none"]
+
+_LINE = re.compile(
+    r"^[\s>*_\-#`]*(ANSWER|ABSTAIN)[\s*_`]*:[\s*_`]*(?P<value>.*?)[\s*_`]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_PLACEHOLDERS = frozenset(
+    {"", "n/a", "na", "none", "$0", "0", "no", "abstain", "-", "unknown", "null"}
+)
+_CURRENCY_WORDS: dict[str, str] = {
+    "us$": "USD",
+    "usd": "USD",
+    "$": "USD",
+    "eur": "EUR",
+    "€": "EUR",
+    "gbp": "GBP",
+    "£": "GBP",
+    "jpy": "JPY",
+    "¥": "JPY",
+    "yen": "JPY",
+}
+_CURRENCY_PATTERN = re.compile(r"us\$|usd|eur|gbp|jpy|yen|[$€£¥]", re.IGNORECASE)
+_CONTRACT_CURRENCY = re.compile(r"\$<amount in (USD)|<amount in ([A-Z]{3})>")
+
+
+class FinalAnswer(FrozenRecord):
+    """Where the model put its answer, and the raw text of that line's value."""
+
+    placement: Placement
+    raw: str | None
+
+
+class ReadValue(FrozenRecord):
+    """An answer's value read for a kind: `value` is canonical text, or `problem` says why
+    the text is not an answer of that kind (a schema failure, not a wrong answer)."""
+
+    value: str | None
+    problem: str | None = None
+
+
+def final_answer(text: str | None) -> FinalAnswer:
+    """The final answer line of a reply (see the module docstring)."""
+    lines = [(m.group(1).upper(), m.group("value").strip()) for m in _LINE.finditer(text or "")]
+    if not lines:
+        return FinalAnswer(placement="none", raw=None)
+    last_answer = max((i for i, (tag, _) in enumerate(lines) if tag == "ANSWER"), default=None)
+    last_abstain = max((i for i, (tag, _) in enumerate(lines) if tag == "ABSTAIN"), default=None)
+    if last_answer is not None:
+        value = lines[last_answer][1]
+        placeholder = value.strip().strip(".").lower() in _PLACEHOLDERS
+        if value.strip().upper().startswith("ABSTAIN"):
+            return FinalAnswer(placement="abstain", raw=value)
+        if last_abstain is None or (last_answer > last_abstain and not placeholder):
+            return FinalAnswer(placement="answer", raw=value)
+        if last_abstain > last_answer or placeholder:
+            return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
+    assert last_abstain is not None
+    return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
+
+
+def case_currency(case: Case) -> str:
+    """The currency a money case's output contract asks for (USD unless it names another)."""
+    match = _CONTRACT_CURRENCY.search(case.prompt.splitlines()[-1])
+    if match is None:
+        return "USD"
+    return match.group(1) or match.group(2)
+
+
+def _decimal(text: str) -> Decimal | None:
+    cleaned = text.strip().replace("\u2212", "-")
+    negative = cleaned.startswith("(") and cleaned.endswith(")")
+    cleaned = cleaned.strip("()").replace(" ", "").replace("\u202f", "").replace("\u00a0", "")
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", cleaned):
+        cleaned = cleaned.replace(",", "")
+    if not re.fullmatch(r"[-+]?(\d+(\.\d*)?|\.\d+)", cleaned):
+        return None
+    try:
+        number = Decimal(cleaned)
+    except InvalidOperation:
+        return None
+    return -number if negative else number
+
+
+def read_money(raw: str, currency: str) -> ReadValue:
+    text = raw.strip().rstrip(".")
+    named = {_CURRENCY_WORDS[m.group(0).lower()] for m in _CURRENCY_PATTERN.finditer(text)}
+    if named - {currency}:
+        return ReadValue(value=None, problem=f"names {', '.join(sorted(named))}, not {currency}")
+    number = _decimal(_CURRENCY_PATTERN.sub("", text))
+    if number is None:
+        return ReadValue(value=None, problem=f"not an amount: {raw!r}")
+    return ReadValue(value=str(number))
+
+
+def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValue:
+    """The canonical value of an answer of `kind` (Decimal text, ISO date, sorted ids...)."""
+    text = raw.strip().strip("`").strip()
+    if kind == "money":
+        return read_money(text, currency)
+    if kind in ("percent", "integer"):
+        number = _decimal(text.rstrip(".").removesuffix("%").strip().rstrip("%"))
+        if number is None:
+            return ReadValue(value=None, problem=f"not a number: {raw!r}")
+        if kind == "integer" and number != number.to_integral_value():
+            return ReadValue(value=None, problem=f"not a whole number: {raw!r}")
+        return ReadValue(value=format(number.normalize() if number else Decimal(0), "f"))
+    if kind == "date":
+        parsed = _date(text.rstrip("."))
+        return (
+            ReadValue(value=parsed.isoformat())
+            if parsed
+            else ReadValue(value=None, problem=f"not a date: {raw!r}")
+        )
+    if kind == "id_list":
+        if text.strip(".").upper() in ("NONE", "[]", ""):
+            return ReadValue(value="")
+        ids = re.split(r"[\s,;]+", text.strip("[]().").strip())
+        if not all(re.fullmatch(r"\d+", i) for i in ids if i):
+            return ReadValue(value=None, problem=f"not a list of line ids: {raw!r}")
+        return ReadValue(value=",".join(str(i) for i in sorted({int(i) for i in ids if i})))
+    if kind == "yes_no":
+        word = text.strip(".!").strip().upper()
+        if word in ("YES", "Y", "TRUE"):
+            return ReadValue(value="YES")
+        if word in ("NO", "N", "FALSE"):
+            return ReadValue(value="NO")
+        return ReadValue(value=None, problem=f"not YES or NO: {raw!r}")
+    # text and identifiers: case, quotes, spacing and a final period do not matter
+    return ReadValue(value=" ".join(text.strip("\"'“”").rstrip(".").split()).casefold())
+
+
+def _date(text: str) -> date | None:
+    for pattern in ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y"):
+        try:
+            return datetime.strptime(text, pattern).date()
+        except ValueError:
+            continue
+    return None
+
+
+class Grade(FrozenRecord):
+    """One reply read against one case."""
+
+    correct: bool
+    placement: Placement
+    value: str | None
+    expected: str | None
+    reason: str
+
+
+def grade_answer(case: Case, text: str | None) -> Grade:
+    """Read the reply's final answer for the case's kind and compare it with `expected`."""
+    final = final_answer(text)
+    abstention_case = case.answer_kind == "abstain"
+    if final.placement == "none":
+        return Grade(
+            correct=False,
+            placement="none",
+            value=None,
+            expected=case.expected,
+            reason="no answer line",
+        )
+    if final.placement == "abstain":
+        return Grade(
+            correct=abstention_case,
+            placement="abstain",
+            value=None,
+            expected=case.expected,
+            reason="abstained" + ("" if abstention_case else " on an answerable case"),
+        )
+    if abstention_case:
+        return Grade(
+            correct=False,
+            placement="answer",
+            value=final.raw,
+            expected=case.expected,
+            reason="answered an unanswerable case",
+        )
+    assert final.raw is not None
+    currency = case_currency(case) if case.answer_kind == "money" else "USD"
+    read = read_value(case.answer_kind, final.raw, currency=currency)
+    if read.value is None:
+        return Grade(
+            correct=False,
+            placement="answer",
+            value=None,
+            expected=case.expected,
+            reason=f"unreadable: {read.problem}",
+        )
+    expected = read_value(case.answer_kind, case.expected, currency=currency).value
+    if case.answer_kind in ("money", "percent", "integer") and expected is not None:
+        within = abs(Decimal(read.value) - Decimal(expected)) <= Decimal(case.tolerance)
+    else:
+        within = read.value == expected
+    return Grade(
+        correct=within,
+        placement="answer",
+        value=read.value,
+        expected=expected,
+        reason="right" if within else f"read {read.value}, expected {expected}",
+    )
