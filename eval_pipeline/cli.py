@@ -181,6 +181,31 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
 
 
 @main.command()
+@click.option("--model", "model_name", required=True, help="A model config name (configs/models).")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated replicate seeds.")
+def ablation(model_name: str, seeds: str) -> None:
+    """The product lane with each guard off in turn, beside the model lane, per category,
+    over the world and fixture set the main job built (run `evalp demo` first)."""
+    from eval_pipeline.lanes.ablation import ablation_from_warehouse
+
+    seed_list = _seed_list(seeds)
+    matrix = ablation_from_warehouse(model_name, seed_list)
+    click.echo(matrix.table())
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"not a list of integers: {text!r}", param_hint="--seeds"
+        ) from None
+    if not seeds or any(seed < 0 for seed in seeds):
+        raise click.BadParameter(f"need one or more seeds >= 0, got {text!r}", param_hint="--seeds")
+    return seeds
+
+
+@main.command()
 @click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
 def ui(port: int) -> None:
     """Open the Dagster UI on this project's local instance (dagster dev)."""

@@ -129,6 +129,14 @@ def record_fixture_set(conn: duckdb.DuckDBPyConnection, fixture_set: FixtureSet)
     write_tables(conn, META_SCHEMA, {FIXTURE_SETS_TABLE: row})
 
 
+def recorded_fixture_path(conn: duckdb.DuckDBPyConnection) -> Path:
+    """The fixture set the main job froze for the world in the warehouse."""
+    recorded = read_table(conn, META_SCHEMA, FIXTURE_SETS_TABLE)
+    if recorded.height != 1:
+        raise FixtureIntegrityError("no fixture set recorded for the current world")
+    return Path(recorded["path"][0])
+
+
 @dataclass(frozen=True)
 class FixtureWorldMatch:
     fixture_id: str
@@ -152,10 +160,7 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
     The warehouse fingerprints are recomputed from the tables, not read from the record, so
     a world or answer key changed behind the pipeline's back is caught too.
     """
-    recorded = read_table(conn, META_SCHEMA, FIXTURE_SETS_TABLE)
-    if recorded.height != 1:
-        raise FixtureIntegrityError("no fixture set recorded for the current world")
-    fixture_set = load_fixtures(Path(recorded["path"][0]))
+    fixture_set = load_fixtures(recorded_fixture_path(conn))
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
     plugin = get_world_plugin(info["plugin"])
     world = plugin.world_from_tables(info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA))
