@@ -150,7 +150,8 @@ def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValu
             return ReadValue(value="NO")
         return ReadValue(value=None, problem=f"not YES or NO: {raw!r}")
     # text and identifiers: case, quotes, spacing and a final period do not matter
-    return ReadValue(value=" ".join(text.strip("\"'“”").rstrip(".").split()).casefold())
+    unquoted = text.rstrip(".").strip().strip("\"'“”‘’").strip()
+    return ReadValue(value=" ".join(unquoted.split()).casefold())
 
 
 def _date(text: str) -> date | None:

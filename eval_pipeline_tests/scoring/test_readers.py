@@ -1,0 +1,93 @@
+"""Answers read by kind: where the model put them and what they mean."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_pipeline.fixtures.case import AnswerKind, Case
+from eval_pipeline.scoring.readers import final_answer, grade_answer, read_value
+
+
+def make_case(
+    kind: AnswerKind,
+    expected: str,
+    contract: str = "End with one line: ANSWER: $<amount in USD, to the cent>",
+) -> Case:
+    return Case(
+        case_id="royalty_math-001",
+        category="royalty_math",
+        prompt=f"What is it?\n{contract}",
+        answer_kind=kind,
+        expected=expected,
+        tiers=("exact",),
+        trace_checks=(),
+        expected_first_call=None,
+        template="t",
+        resolver="r",
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "ANSWER: $2,480.10",
+        "ANSWER: 2480.1",
+        "ANSWER: USD 2,480.10",
+        "**ANSWER:** $2480.100",
+        "Working it out...\nANSWER: 12.00\nOn reflection:\nANSWER: US$2480.10",
+    ],
+)
+def test_money_in_any_usual_format_is_right(reply: str) -> None:
+    assert grade_answer(make_case("money", "2480.10"), reply).correct
+
+
+def test_money_naming_another_currency_is_unreadable_not_right() -> None:
+    grade = grade_answer(make_case("money", "2480.10"), "ANSWER: EUR 2,480.10")
+    assert not grade.correct and "EUR" in grade.reason
+
+
+def test_money_in_the_statement_currency() -> None:
+    case = make_case("money", "3815299", contract="End with one line: ANSWER: <amount in JPY>")
+    assert grade_answer(case, "ANSWER: ¥3,815,299").correct
+    assert not grade_answer(case, "ANSWER: $3,815,299").correct
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "value"),
+    [
+        ("integer", "15000.00", "15000"),
+        ("integer", "15,000", "15000"),
+        ("percent", "16.25%", "16.25"),
+        ("percent", "15.0", "15"),
+        ("id_list", "35565, 21350", "21350,35565"),
+        ("id_list", "NONE", ""),
+        ("yes_no", "Yes.", "YES"),
+        ("date", "2025-03-01", "2025-03-01"),
+        ("date", "March 1, 2025", "2025-03-01"),
+        ("text", ' "Audit Rights". ', "audit rights"),
+    ],
+)
+def test_values_read_by_kind(kind: AnswerKind, raw: str, value: str) -> None:
+    assert read_value(kind, raw).value == value
+
+
+@pytest.mark.parametrize(
+    ("reply", "placement"),
+    [
+        ("ABSTAIN: no artist of that name", "abstain"),
+        ("ABSTAIN: no such clause\nANSWER: N/A", "abstain"),
+        ("ANSWER: $0\nABSTAIN: the records do not say", "abstain"),
+        ("ANSWER: ABSTAIN", "abstain"),
+        # an abstention buried in reasoning, then a real answer: an answer
+        ("I might ABSTAIN: unclear at first.\nThen I found it.\nANSWER: 30", "answer"),
+        ("no line at all", "none"),
+    ],
+)
+def test_abstention_is_read_from_where_the_model_put_it(reply: str, placement: str) -> None:
+    assert final_answer(reply).placement == placement
+
+
+def test_abstaining_is_right_only_on_abstention_cases() -> None:
+    assert grade_answer(make_case("abstain", "ABSTAIN"), "ABSTAIN: no such artist").correct
+    assert not grade_answer(make_case("abstain", "ABSTAIN"), "ANSWER: $12.00").correct
+    assert not grade_answer(make_case("money", "12.00"), "ABSTAIN: cannot tell").correct
