@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 
 from eval_pipeline.defs.keys import LANES_GROUP, LANES_JOB, MAIN_JOB
-from eval_pipeline.defs.lane_assets import lane_partitions
 
 LANE_ASSETS = dg.AssetSelection.groups(LANES_GROUP) - dg.AssetSelection.assets("agent_world")
 
@@ -24,5 +23,4 @@ lanes_job = dg.define_asset_job(
     selection=LANE_ASSETS,
     description="Both lanes for one model × seed partition, and their warehouse records.",
     executor_def=dg.in_process_executor,
-    partitions_def=lane_partitions,
 )

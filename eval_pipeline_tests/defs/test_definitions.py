@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
+from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.defs.world_assets import (
@@ -110,7 +111,8 @@ def test_provider_calibration_materializes_and_its_check_passes(isolated_state: 
             [provider_calibration_asset],
             instance=instance,
             resources={
-                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb"))
+                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb")),
+                "sim": SimulatedProvider(),
             },
         )
     assert result.success
@@ -144,7 +146,8 @@ def test_provider_calibration_check_fails_when_a_label_is_misread(
             [provider_calibration_asset],
             instance=instance,
             resources={
-                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb"))
+                "warehouse": WarehouseResource(path=str(isolated_state / "warehouse.duckdb")),
+                "sim": SimulatedProvider(),
             },
             raise_on_error=False,
         )

@@ -39,6 +39,7 @@ from eval_pipeline_tests.demo_helpers import (
 KILLED_CALIBRATION = """
 import dagster as dg
 from eval_pipeline import paths
+from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import WarehouseResource
 
@@ -46,7 +47,10 @@ with dg.DagsterInstance.get() as instance:
     dg.materialize(
         [provider_calibration_asset],
         instance=instance,
-        resources={"warehouse": WarehouseResource(path=str(paths.warehouse_path()))},
+        resources={
+            "warehouse": WarehouseResource(path=str(paths.warehouse_path())),
+            "sim": SimulatedProvider(),
+        },
     )
 """
 

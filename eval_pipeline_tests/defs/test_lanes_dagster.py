@@ -1,0 +1,219 @@
+"""The lanes on a real Dagster instance and DuckDB file: partitions, healing, the sensor,
+the nightly schedule, and the asset graph pinned by a snapshot."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from eval_pipeline.defs.keys import MODELS_PARTITIONS
+from eval_pipeline.defs.lane_assets import (
+    agent_world_asset,
+    model_lane_records_asset,
+    model_lane_runs_asset,
+)
+from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
+from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
+from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
+from eval_pipeline.lanes.sweep import SweepConfig
+from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.sim.process import SIM_REQUEST_LOG
+
+SNAPSHOT = Path(__file__).with_name("asset_graph.json")
+FLAKY_CONFIG = """\
+name: sim-flaky-heal
+api: openai_compatible
+provider: simulated
+model: flaky
+base_url_env: EVALP_SIM_OPENAI_URL
+api_key_env: EVALP_SIM_API_KEY
+max_in_flight: 32
+timeout_s: 10
+connect_timeout_s: 5
+retry: {max_attempts: 1, base_delay_s: 0.01, max_delay_s: 0.01, max_total_s: 1}
+"""
+NO_FAULTS = {
+    "drop": 0,
+    "rate_limit": 0,
+    "server_error": 0,
+    "empty_body": 0,
+    "malformed_json": 0,
+    "truncated": 0,
+}
+
+
+def describe_partitions(partitions: dg.PartitionsDefinition | None) -> object:
+    if partitions is None:
+        return None
+    if isinstance(partitions, dg.MultiPartitionsDefinition):
+        return {
+            dim.name: describe_partitions(dim.partitions_def) for dim in partitions.partitions_defs
+        }
+    if isinstance(partitions, dg.DynamicPartitionsDefinition):
+        return f"dynamic:{partitions.name}"
+    if isinstance(partitions, dg.StaticPartitionsDefinition):
+        return partitions.get_partition_keys()
+    return type(partitions).__name__
+
+
+def graph_snapshot() -> dict[str, object]:
+    """Keys, deps, partitions, checks, pools and code versions of every asset; the jobs,
+    sensors and schedules: what a change to the graph must show in review."""
+    from eval_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    assets = {}
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        node = graph.get(key)
+        partitions = node.partitions_def
+        assets[key.to_user_string()] = {
+            "deps": sorted(parent.to_user_string() for parent in node.parent_keys),
+            "group": node.group_name,
+            "partitions": describe_partitions(partitions),
+            "pool": node.pools and sorted(node.pools),
+            "code_version": node.code_version,
+            "checks": sorted(check.name for check in node.check_keys),
+        }
+    return {
+        "assets": assets,
+        "jobs": sorted(
+            job.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")
+        ),
+        "sensors": sorted(sensor.name for sensor in defs.sensors or []),
+        "schedules": sorted(schedule.name for schedule in defs.schedules or []),
+    }
+
+
+def test_the_asset_graph_is_pinned() -> None:
+    snapshot = graph_snapshot()
+    assert snapshot == json.loads(SNAPSHOT.read_text(encoding="utf-8")), (
+        "the asset graph changed; if on purpose, update "
+        "eval_pipeline_tests/defs/asset_graph.json:\n"
+        + json.dumps(snapshot, indent=1, sort_keys=True)
+    )
+
+
+@pytest.fixture
+def lane_home(isolated_state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    models = isolated_state / "models"
+    models.mkdir()
+    (models / "sim-flaky-heal.yaml").write_text(FLAKY_CONFIG)
+    for name in ("sim-tool-responder-openai.yaml",):
+        (models / name).write_text((CONFIGS_DIR / "models" / name).read_text())
+    monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
+    world = isolated_state / "world.yaml"
+    world.write_text("plugin: label\nseed: 11\nscale: 0.05\n")
+    (isolated_state / "world_config").write_text(str(world))
+    return isolated_state
+
+
+def _resources(home: Path, faults: dict[str, float]) -> dict[str, object]:
+    return {
+        "warehouse": WarehouseResource(path=str(home / "warehouse.duckdb")),
+        "settings": ProjectSettings(
+            world_config_path=str(home / "world.yaml"), fixtures_root=str(home / "fixtures")
+        ),
+        "sim": SimulatedProvider(profile_options_json=json.dumps({"flaky": faults})),
+        "calls": ModelCallSettings(),
+    }
+
+
+def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
+    lane_home: Path,
+) -> None:
+    key = dg.MultiPartitionKey({"model": "sim-flaky-heal", "seed": "1"})
+    faulty = {**NO_FAULTS, "server_error": 0.3}
+    with dg.DagsterInstance.local_temp(str(lane_home / "dagster_home")) as instance:
+        upstream = [world_asset, answer_key_asset, fixtures_asset, agent_world_asset]
+        assert dg.materialize(
+            upstream, instance=instance, resources=_resources(lane_home, faulty)
+        ).success
+        instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-flaky-heal"])
+        lane = [model_lane_runs_asset, model_lane_records_asset]
+        first = dg.materialize(
+            lane, instance=instance, resources=_resources(lane_home, faulty), partition_key=key
+        )
+        meta = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in first.get_asset_materialization_events()
+        }
+        failed = meta["model_lane_runs"]["infra_errors"].value
+        assert isinstance(failed, int) and failed > 0
+        second = dg.materialize(
+            lane, instance=instance, resources=_resources(lane_home, NO_FAULTS), partition_key=key
+        )
+        healed = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in second.get_asset_materialization_events()
+        }["model_lane_runs"]
+        assert healed["cases_run"].value == failed
+        assert healed["cases_healed"].value == failed
+        assert healed["infra_errors"].value == 0
+        run_id = str(healed["run_id"].value)
+    # Counted on the server: the second run sent exactly the failed cases, nothing else.
+    requests = (lane_home / "runs" / run_id / SIM_REQUEST_LOG).read_text().splitlines()
+    assert len(requests) == failed
+    conn = duckdb.connect(str(lane_home / "warehouse.duckdb"), read_only=True)
+    try:
+        attempts = conn.execute(
+            "SELECT attempt, status, count(*) FROM runs.case_runs GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        outcomes = conn.execute(
+            "SELECT status, count(*) FROM runs.case_outcomes GROUP BY 1"
+        ).fetchall()
+    finally:
+        conn.close()
+    # The failed attempts stay on record; the current view shows the healed ones.
+    assert (2, "completed", failed) in attempts
+    assert "infra_error" in {status for _, status, _ in attempts}
+    assert outcomes == [("completed", 133)]
+
+
+def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Path) -> None:
+    with dg.DagsterInstance.local_temp(str(lane_home / "dagster_home")) as instance:
+        context = dg.build_sensor_context(instance_ref=instance.get_ref())
+        result = model_configs_sensor(context)
+        assert isinstance(result, dg.SensorResult)
+        [request] = result.dynamic_partitions_requests or []
+        assert sorted(request.partition_keys) == ["sim-flaky-heal", "sim-tool-responder-openai"]
+        # runs only for the sweep's models (the committed sweep names the tool responder)
+        requested = sorted(str(r.partition_key) for r in result.run_requests or [])
+        assert requested == [f"sim-tool-responder-openai|{s}" for s in (0, 1, 2)]
+        instance.add_dynamic_partitions(MODELS_PARTITIONS, list(request.partition_keys))
+        again = model_configs_sensor(dg.build_sensor_context(instance_ref=instance.get_ref()))
+        assert isinstance(again, dg.SkipReason)
+
+
+def test_the_nightly_schedule_requests_every_partition_once_a_night(lane_home: Path) -> None:
+    sweep = SweepConfig(
+        name="nightly", models=("sim-tool-responder-openai", "not-registered"), seeds=(0, 1)
+    )
+    schedule = nightly_schedule_for(sweep)
+    with dg.DagsterInstance.local_temp(str(lane_home / "dagster_home")) as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-tool-responder-openai"])
+        from datetime import datetime
+
+        when = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+        from eval_pipeline.definitions import defs
+
+        context = dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=when,
+            repository_def=defs.get_repository_def(),
+        )
+        requests = schedule.evaluate_tick(context).run_requests or []
+        assert sorted(str(r.partition_key) for r in requests) == [
+            "sim-tool-responder-openai|0",
+            "sim-tool-responder-openai|1",
+        ]
+        assert {r.run_key for r in requests} == {
+            "nightly-2026-12-01:sim-tool-responder-openai|0",
+            "nightly-2026-12-01:sim-tool-responder-openai|1",
+        }
+        assert all(r.tags["evalp/provider"] == "simulated" for r in requests)
