@@ -357,11 +357,19 @@ def _run_tool(ctx: CaseContext, turn: int, call: ToolCall) -> Message:
             "is_error": outcome.is_error,
             "error_kind": outcome.error_kind,
             "text": outcome.text,
+            "elapsed_ms": round(outcome.elapsed_ms, 3),
         },
         tool=call.name,
     )
     if outcome.write is not None:
-        ctx.trace(turn, "write", {"call_id": call.id, "request": outcome.write}, tool=call.name)
+        # Only a workflow case (one that expects a payout batch) may write at all.
+        allowed = ctx.case.expected_payload is not None
+        ctx.trace(
+            turn,
+            "write",
+            {"call_id": call.id, "request": outcome.write, "allowed": allowed},
+            tool=call.name,
+        )
     return Message(
         role="tool", content=outcome.text, tool_call_id=call.id, is_error=outcome.is_error
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -55,6 +56,7 @@ class ToolOutcome(FrozenRecord):
     """unknown_tool | bad_arguments | sql_refused | sql_error | sql_timeout | not_found"""
     write: dict[str, Any] | None = None
     """The request a write tool recorded in the dry-run sink."""
+    elapsed_ms: float = 0.0
 
 
 def _json(value: Any) -> str:
@@ -137,6 +139,11 @@ class LabelToolbox:
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run a tool on arguments already read and checked against its schema."""
+        started = time.perf_counter()
+        outcome = self._run(name, arguments)
+        return outcome.model_copy(update={"elapsed_ms": (time.perf_counter() - started) * 1000})
+
+    def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         try:
             if name == tools.RUN_SQL:
                 return self._run_sql(arguments)
