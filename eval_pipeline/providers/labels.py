@@ -6,10 +6,12 @@ A call is labelled, in this order of precedence:
    the process sending it died with the attempt in flight (``interrupted``); the cause is
    kept. A 4xx caused by our own malformed request is *not* a drop: it is
    a harness error, reported apart and unlabelled.
-2. ``empty`` — a 200 with nothing in it: empty or unparsable body, no choices/content,
+2. ``truncated`` — the stop reason says the reply was cut off, whatever its prefix holds
+   (even nothing: a reply that ran out of tokens before any visible text is truncated).
+3. ``empty`` — a 200 with nothing in it: empty or unparsable body, no choices/content,
    no text and no tool calls.
-3. ``truncated`` — the stop reason says the reply was cut off, whatever its prefix holds.
-4. ``schema`` — a reply in the wrong shape: text with no answer line, a tool call whose
+4. ``schema`` — a reply in the wrong shape: text with no ANSWER or ABSTAIN line (read by
+   :mod:`eval_pipeline.scoring.readers`, the same reader the scorers use), a tool call whose
    arguments are not a JSON object or break the tool's schema, a call to a tool that was
    not offered.
 5. ``wrong`` / 6. ``right`` — a well-formed reply, judged by a grader.
@@ -22,15 +24,16 @@ next to it (a model that reliably drops a required field must not become invisib
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
+from eval_pipeline.fixtures.case import AnswerKind
 from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.providers.types import ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.readers import answer_text, read_value
 
 Label = Literal["drop", "empty", "truncated", "schema", "wrong", "right"]
 LABELS: tuple[Label, ...] = ("drop", "empty", "truncated", "schema", "wrong", "right")
@@ -49,18 +52,10 @@ journal holds the attempt's pre-send record and nothing after it)."""
 STATUS_MARKS: Mapping[str, str] = {"infra_error": "‡", "budget_stopped": "†"}
 """How a case's status is shown in tables instead of a score: never as a zero."""
 
-ANSWER_LINE = re.compile(r"^[ \t]*ANSWER:[ \t]*(?P<value>.*?)[ \t]*$", re.MULTILINE)
-
-
 def extract_answer(text: str | None) -> str | None:
-    """The value on the last `ANSWER:` line, or None when there is none (or it is blank)."""
-    if not text:
-        return None
-    matches = ANSWER_LINE.findall(text)
-    if not matches:
-        return None
-    value: str = matches[-1]
-    return value or None
+    """The answer a reply gives on its final ANSWER/ABSTAIN line (one reader for the
+    classifier and the scorers: :func:`eval_pipeline.scoring.readers.answer_text`)."""
+    return answer_text(text)
 
 
 class GradeInput(FrozenRecord):
@@ -74,19 +69,15 @@ Grader = Callable[[GradeInput], bool]
 AnswerReader = Callable[[str | None], str | None]
 
 
-def _normalize(value: str) -> str:
-    value = value.strip()
-    if value.upper().startswith("ANSWER:"):
-        value = value[len("ANSWER:") :]
-    return " ".join(value.split())
-
-
-def expect_answer(expected: str) -> Grader:
-    """Right when the answer line equals `expected` (`"42"` or `"ANSWER: 42"`), spaces aside."""
-    target = _normalize(expected)
+def expect_answer(expected: str, kind: AnswerKind = "text", currency: str = "USD") -> Grader:
+    """Right when the reply's answer, read as `kind` (money, percent, ids...), equals
+    `expected` read the same way: `$2,480.10` is `2480.10`, `15000.00` is `15000`."""
+    target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
 
     def grade(reply: GradeInput) -> bool:
-        return reply.answer is not None and _normalize(reply.answer) == target
+        if reply.answer is None or reply.answer.startswith("ABSTAIN"):
+            return False
+        return read_value(kind, reply.answer, currency=currency).value == target
 
     return grade
 
@@ -147,7 +138,7 @@ def classify(
     grader: Grader | None = None,
     read_answer: AnswerReader = extract_answer,
 ) -> LabelResult:
-    """Label one call's final outcome; precedence drop > empty > truncated > schema > graded.
+    """Label one call's final outcome; precedence drop > truncated > empty > schema > graded.
 
     Without a grader a well-formed reply gets no label (``label=None``, "not graded"), so
     the structural labels can be stored now and wrong/right decided later from the body.
@@ -157,13 +148,14 @@ def classify(
     if status in ("infra_error", "retried"):
         cause = _drop_cause(failure_cause)
         return LabelResult(label="drop", reason=f"drop: {cause}", drop_cause=cause)
-    if response is None or response.body_problem is not None:
-        body = response.body_problem if response else "no response"
-        return LabelResult(label="empty", reason=f"empty: {body}")
-    if response.truncated:
+    if response is not None and response.truncated:
+        # Cut off at the limit, even with nothing visible yet: it ran out of tokens.
         return LabelResult(
             label="truncated", reason=f"truncated: stop reason {response.finish_reason!r}"
         )
+    if response is None or response.body_problem is not None:
+        body = response.body_problem if response else "no response"
+        return LabelResult(label="empty", reason=f"empty: {body}")
     offered = tuple(tools)
     for call in response.tool_calls:
         problem = tool_call_problem(call, offered)

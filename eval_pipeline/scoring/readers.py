@@ -82,6 +82,17 @@ def final_answer(text: str | None) -> FinalAnswer:
     return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
 
 
+def answer_text(text: str | None) -> str | None:
+    """The answer a reply gives, as the call classifier stores it: the final ANSWER line's
+    value, ``ABSTAIN: <reason>`` for an abstention, None when the reply gives neither."""
+    final = final_answer(text)
+    if final.placement == "abstain":
+        return f"ABSTAIN: {final.raw or ''}".rstrip(": ").rstrip() if final.raw else "ABSTAIN"
+    if final.placement == "answer":
+        return final.raw or None
+    return None
+
+
 def case_currency(case: Case) -> str:
     """The currency a money case's output contract asks for (USD unless it names another)."""
     match = _CONTRACT_CURRENCY.search(case.prompt.splitlines()[-1])
@@ -113,7 +124,7 @@ def read_money(raw: str, currency: str) -> ReadValue:
     number = _decimal(_CURRENCY_PATTERN.sub("", text))
     if number is None:
         return ReadValue(value=None, problem=f"not an amount: {raw!r}")
-    return ReadValue(value=str(number))
+    return ReadValue(value=format(number.normalize() if number else Decimal(0), "f"))
 
 
 def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValue:

@@ -17,6 +17,7 @@ from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import (
     LABELS,
+    GradeInput,
     classify,
     expect_answer,
     expect_tool_call,
@@ -166,7 +167,9 @@ def test_label_precedence() -> None:
     right = expect_answer("42")
     cut_empty = ModelResponse(text="", stop_kind="max_tokens", body_problem="empty_reply")
     assert classify("infra_error", cut_empty, failure_cause="5xx").label == "drop"
-    assert classify("ok", cut_empty, grader=right).label == "empty"
+    # It ran out of tokens before any visible text: truncated, not empty.
+    assert classify("ok", cut_empty, grader=right).label == "truncated"
+    assert classify("ok", cut_empty.model_copy(update={"stop_kind": "end"})).label == "empty"
     bad_call_cut = ModelResponse(
         tool_calls=(ToolCall(id="1", name="nope", arguments="{"),), stop_kind="max_tokens"
     )
@@ -278,3 +281,28 @@ def test_progress_bar_counts_finished_calls(sim: SimHandle, tmp_path: Path) -> N
 def test_request_round_trips_through_its_json() -> None:
     assert ModelRequest.model_validate_json(CONVERSATION.model_dump_json()) == CONVERSATION
     assert ToolSpec(name="t").input_schema == {"type": "object", "properties": {}}
+
+
+def test_the_answer_contract_the_prompts_ask_for_is_read() -> None:
+    """Findings from outside (issue 9): a correct `ANSWER: $26.74` was graded wrong, an
+    abstention was labelled schema, a bold answer line was not read."""
+    money = expect_answer("26.74", kind="money")
+    for text in ("ANSWER: $26.74", "**ANSWER:** $26.740", "ANSWER: USD 26.74"):
+        assert (
+            classify("ok", ModelResponse(text=text, stop_kind="end"), grader=money).label == "right"
+        ), text
+    assert (
+        classify("ok", ModelResponse(text="ANSWER: 26.75", stop_kind="end"), grader=money).label
+        == "wrong"
+    )
+    abstained = classify("ok", ModelResponse(text="ABSTAIN: no such artist", stop_kind="end"))
+    assert abstained.label is None and abstained.answer == "ABSTAIN: no such artist"
+    assert expect_answer("15000.00", kind="integer")(
+        GradeInput(response=ModelResponse(text="x"), answer="15000")
+    )
+    assert expect_answer("21350,35565", kind="id_list")(
+        GradeInput(response=ModelResponse(text="x"), answer="21350, 35565")
+    )
+    assert expect_answer("16.25", kind="percent")(
+        GradeInput(response=ModelResponse(text="x"), answer="16.25%")
+    )
