@@ -265,18 +265,16 @@ async def run_product_lane_case(ctx: CaseContext) -> CaseRun:
     messages = _opening(ctx.case)
     tool_calls = 0
     bounced = False
-    turn = 0
     last_text: str | None = None
-    while turn < ctx.guards.turn_limit:
+    for turn in range(ctx.guards.turn_limit):
         result = await ctx.call(messages, turn)
-        turn += 1
         unheard = _unheard(result)
         if unheard is not None:
-            return ctx.finish(unheard, "call_failed", last_text, turn, tool_calls)
+            return ctx.finish(unheard, "call_failed", last_text, turn + 1, tool_calls)
         response = result.response
         assert response is not None
-        if response.body_problem is not None:
-            return ctx.finish("completed", "empty_reply", last_text, turn, tool_calls)
+        if response.body_problem is not None and not response.truncated:
+            return ctx.finish("completed", "empty_reply", last_text, turn + 1, tool_calls)
         try:
             act = actionable(response)
             text, calls = act.text, act.tool_calls
@@ -298,18 +296,19 @@ async def run_product_lane_case(ctx: CaseContext) -> CaseRun:
             continue
         kind = text_turn(text)
         if kind in ("final", "refusal"):
-            return ctx.finish("completed", "final_answer", text, turn, tool_calls)
+            return ctx.finish("completed", "final_answer", text, turn + 1, tool_calls)
         if kind == "question":
-            return ctx.finish("completed", "asked_user", text, turn, tool_calls)
+            return ctx.finish("completed", "asked_user", text, turn + 1, tool_calls)
         if ctx.guards.stall_bounce and not bounced:
             bounced = True
             ctx.guard(turn, "stall_bounce", "nudged")
             messages += [_assistant(response), Message(role="user", content=STALL_NUDGE)]
             continue
-        return ctx.finish("completed", "stalled", text, turn, tool_calls)
+        return ctx.finish("completed", "stalled", text, turn + 1, tool_calls)
+    turns = ctx.guards.turn_limit
     if ctx.guards.iteration_cap:
-        ctx.guard(turn, "iteration_cap", "ended the turn", limit=ctx.guards.turn_limit)
-    return ctx.finish("completed", "iteration_cap", last_text, turn, tool_calls)
+        ctx.guard(turns, "iteration_cap", "ended the turn", limit=turns)
+    return ctx.finish("completed", "iteration_cap", last_text, turns, tool_calls)
 
 
 def _assistant(response: ModelResponse) -> Message:

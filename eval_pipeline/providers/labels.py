@@ -52,6 +52,7 @@ journal holds the attempt's pre-send record and nothing after it)."""
 STATUS_MARKS: Mapping[str, str] = {"infra_error": "‡", "budget_stopped": "†"}
 """How a case's status is shown in tables instead of a score: never as a zero."""
 
+
 def extract_answer(text: str | None) -> str | None:
     """The answer a reply gives on its final ANSWER/ABSTAIN line (one reader for the
     classifier and the scorers: :func:`eval_pipeline.scoring.readers.answer_text`)."""
