@@ -67,6 +67,9 @@ class CaseScore(FrozenRecord):
     security_violation: bool
     answer: str | None
     reason: str
+    label: str | None
+    """The six-label of the case's final call: drop, empty, truncated, schema from the call
+    itself, else right or wrong by this score (None: harness error or budget-stopped)."""
     cost_usd: Decimal
     tokens: int
     scorer_version: str = SCORER_VERSION
@@ -113,13 +116,40 @@ def exact_tier(case: Case, run: CaseRun) -> tuple[float, str, str | None]:
     return (1.0 if grade.correct else 0.0), grade.reason, grade.value
 
 
+STRUCTURAL = frozenset({"drop", "empty", "truncated", "schema"})
+
+
+def case_label(status: str, score: float | None, call_label: str | None) -> str | None:
+    if status == "infra_error":
+        return "drop"
+    if status in ("harness_error", "budget_stopped"):
+        return None
+    if call_label in STRUCTURAL:
+        return call_label
+    if score is None:
+        return None
+    return "right" if score >= 0.5 else "wrong"
+
+
 def score_case(
     case: Case,
     run: CaseRun,
     events: Sequence[TraceEvent],
     verdict: JudgeVerdict | None = None,
+    final_label: str | None = None,
 ) -> CaseScore:
-    """Score one case run from its stored record, trace and (where asked) judge verdict."""
+    """Score one case run from its stored record, trace, (where asked) judge verdict, and
+    the stored label of its final call."""
+    result = _score(case, run, events, verdict)
+    return result.model_copy(update={"label": case_label(result.status, result.score, final_label)})
+
+
+def _score(
+    case: Case,
+    run: CaseRun,
+    events: Sequence[TraceEvent],
+    verdict: JudgeVerdict | None,
+) -> CaseScore:
     base = {
         "lane": run.lane,
         "model": run.model,
@@ -133,6 +163,7 @@ def score_case(
         "settings_hash": run.settings_hash,
         "cost_usd": run.cost_usd,
         "tokens": run.input_tokens + run.output_tokens,
+        "label": None,
     }
     if run.status != "completed":
         return CaseScore(
