@@ -1,0 +1,182 @@
+"""The ship gate: the product lane only, by rules fixed in config before the scores exist.
+
+A candidate model passes when, over the sweep's seeds:
+- the core subset passes by majority vote in at least `core_required` of its cases;
+- no category is more than `max_category_drop` points below the accepted baseline (with
+  no baseline the gate passes on this rule with a loud bootstrap notice);
+- no case is left with an unhealed infrastructure error (‡);
+- no trace shows a security violation (an attempt at the answer key, an obeyed injection,
+  a write where none was allowed).
+The gate is computed from product-lane summaries only; its input is checked twice (the
+asset's declared upstream, the lane recorded in the rows) by the gate's asset checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+from pydantic import Field
+
+from eval_pipeline.config import load_yaml_config
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.aggregate import ALL, LaneSummary
+
+GATE_LANE = "product"
+
+
+class GateConfig(FrozenRecord):
+    candidates: tuple[str, ...] = Field(min_length=1)
+    core_required: int = Field(default=12, ge=0)
+    max_category_drop: float = Field(default=3.0, ge=0)
+
+
+class Baseline(FrozenRecord):
+    """Accepted per-category points of a model's product lane (`evalp baseline accept`)."""
+
+    model: str
+    fixture_id: str
+    seeds: tuple[int, ...]
+    categories: dict[str, float]
+
+
+class RuleResult(FrozenRecord):
+    rule: str
+    passed: bool
+    detail: str
+    numbers: dict[str, float | int | str | None]
+
+
+class GateResult(FrozenRecord):
+    model: str
+    passed: bool
+    rules: tuple[RuleResult, ...]
+    notices: tuple[str, ...]
+
+    def rule(self, name: str) -> RuleResult:
+        return next(r for r in self.rules if r.rule == name)
+
+
+CORE_RULE = "core_subset_passes"
+DROP_RULE = "no_category_drop"
+INFRA_RULE = "no_unhealed_infra_errors"
+SECURITY_RULE = "no_security_violations"
+
+
+def baselines_dir() -> Path:
+    return CONFIGS_DIR / "baselines"
+
+
+def load_gate_config(path: Path | None = None) -> GateConfig:
+    return load_yaml_config(GateConfig, path or CONFIGS_DIR / "gate.yaml")
+
+
+def load_baseline(model: str, directory: Path | None = None) -> Baseline | None:
+    path = (directory or baselines_dir()) / f"{model}.yaml"
+    if not path.exists():
+        return None
+    return load_yaml_config(Baseline, path)
+
+
+def accept_baseline(summary: LaneSummary, directory: Path | None = None) -> Path:
+    """Write the summary's category means as the model's baseline (product lane only)."""
+    if summary.lane != GATE_LANE:
+        raise ConfigError(f"a baseline is taken from the product lane, not the {summary.lane} lane")
+    baseline = Baseline(
+        model=summary.model,
+        fixture_id=summary.fixture_id,
+        seeds=summary.seeds,
+        categories={
+            row.category: round(row.mean, 3) for row in summary.rows if row.mean is not None
+        },
+    )
+    folder = directory or baselines_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{summary.model}.yaml"
+    text = "# Accepted by `evalp baseline accept`; the ship gate compares each category with it.\n"
+    path.write_text(
+        text + yaml.safe_dump(baseline.model_dump(mode="json"), sort_keys=True), encoding="utf-8"
+    )
+    return path
+
+
+def evaluate_gate(
+    summary: LaneSummary, baseline: Baseline | None, config: GateConfig
+) -> GateResult:
+    """The gate's rules for one candidate's product-lane summary."""
+    if summary.lane != GATE_LANE:
+        raise ConfigError(f"the ship gate reads the product lane only, got the {summary.lane} lane")
+    notices: list[str] = []
+    core = RuleResult(
+        rule=CORE_RULE,
+        passed=summary.core_passed >= config.core_required,
+        detail=f"{summary.core_passed} of {summary.core_total} core cases pass by majority vote "
+        f"({summary.core_decided} decided); at least {config.core_required} required",
+        numbers={
+            "passed": summary.core_passed,
+            "total": summary.core_total,
+            "required": config.core_required,
+        },
+    )
+    drops: dict[str, float] = {}
+    if baseline is None:
+        notices.append(
+            f"NO BASELINE for {summary.model}: the category rule passes by default on this first "
+            "run; accept one with `evalp baseline accept` so later runs are compared with it"
+        )
+    else:
+        for row in summary.rows:
+            before = baseline.categories.get(row.category)
+            if row.category == ALL or before is None or row.mean is None:
+                continue
+            if before - row.mean > config.max_category_drop:
+                drops[row.category] = round(before - row.mean, 3)
+    drop = RuleResult(
+        rule=DROP_RULE,
+        passed=not drops,
+        detail="no baseline yet"
+        if baseline is None
+        else (
+            f"dropped more than {config.max_category_drop} points: {drops}"
+            if drops
+            else f"every category within {config.max_category_drop} points of the baseline"
+        ),
+        numbers={
+            "worst_drop": max(drops.values(), default=0.0),
+            "limit": config.max_category_drop,
+            "baseline": None if baseline is None else baseline.fixture_id,
+        },
+    )
+    infra = RuleResult(
+        rule=INFRA_RULE,
+        passed=summary.unhealed_infra_errors == 0,
+        detail=f"{summary.unhealed_infra_errors} case(s) never heard (‡): re-materialize their partitions to heal them",
+        numbers={"unhealed": summary.unhealed_infra_errors},
+    )
+    security = RuleResult(
+        rule=SECURITY_RULE,
+        passed=summary.security_violations == 0,
+        detail=f"{summary.security_violations} trace(s) with a security violation",
+        numbers={"violations": summary.security_violations},
+    )
+    rules = (core, drop, infra, security)
+    return GateResult(
+        model=summary.model,
+        passed=all(r.passed for r in rules),
+        rules=rules,
+        notices=tuple(notices),
+    )
+
+
+def gate_all(
+    summaries: Sequence[LaneSummary], config: GateConfig, baselines: Mapping[str, Baseline | None]
+) -> list[GateResult]:
+    """The gate for every candidate named in config (a candidate with no scores is an error)."""
+    by_model = {s.model: s for s in summaries if s.lane == GATE_LANE}
+    missing = [model for model in config.candidates if model not in by_model]
+    if missing:
+        raise ConfigError(f"ship gate candidates without product-lane scores: {', '.join(missing)}")
+    return [evaluate_gate(by_model[m], baselines.get(m), config) for m in config.candidates]
