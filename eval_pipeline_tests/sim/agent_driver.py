@@ -69,7 +69,8 @@ class CaseRun:
 
     case_id: str
     events: list[str] = field(default_factory=list)
-    """``call <tool> <raw arguments>``, ``result <text>``, ``cut``, ``stall``, ``nudge``, ``answer``."""
+    """In order: ``call <tool> <raw arguments>``, ``result <text>``, ``cut``,
+    ``stall <text>``, ``nudge``, ``answer``."""
     calls: list[tuple[str, str]] = field(default_factory=list)
     writes: list[dict[str, Any]] = field(default_factory=list)
     final_text: str | None = None

@@ -115,8 +115,7 @@ def test_sim_strong_first_call_is_the_expected_one_on_every_committed_case(
     cases = committed_cases()
     assert len(cases) == 133
     wrong = {
-        case.case_id: first_action_openai(sim, "sim-strong", case.prompt, seed=0)
-        for case in cases
+        case.case_id: first_action_openai(sim, "sim-strong", case.prompt, seed=0) for case in cases
     }
     wrong = {k: v for k, v in wrong.items() if not matches_expected(_case(cases, k), v)}
     assert not wrong, f"first calls differing from expected_first_call: {wrong}"
