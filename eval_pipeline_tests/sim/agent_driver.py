@@ -60,6 +60,7 @@ class Repairs:
     reissue_cut_offs: bool = False
 
 
+NO_REPAIRS = Repairs()
 ALL_REPAIRS = Repairs(bounce_stalls=True, reissue_cut_offs=True)
 
 
@@ -91,7 +92,7 @@ class Driver:
         model: str,
         wire: str = "openai",
         seed: int = 0,
-        repairs: Repairs = Repairs(),
+        repairs: Repairs = NO_REPAIRS,
     ) -> None:
         self.toolbox, self.model, self.wire, self.seed, self.repairs = (
             toolbox,

@@ -23,6 +23,7 @@ from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.sim.process import SimHandle, running_sim
 from eval_pipeline_tests.sim.agent_driver import (
     ALL_REPAIRS,
+    NO_REPAIRS,
     CaseRun,
     Driver,
     Repairs,
@@ -47,7 +48,7 @@ def run_cases(
     *,
     wire: str = "openai",
     seed: int = 1,
-    repairs: Repairs = Repairs(),
+    repairs: Repairs = NO_REPAIRS,
 ) -> Runs:
     driver = Driver(sim, toolbox, model, wire=wire, seed=seed, repairs=repairs)
     try:
