@@ -19,7 +19,7 @@ import pytest
 
 from eval_pipeline import paths
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
+from eval_pipeline.fixtures.frozen import FixtureSet, fixture_set_dirs, load_fixtures
 from eval_pipeline.sim.process import running_sim
 from eval_pipeline_tests.sim.agent_driver import ANTHROPIC_TOOLS, MAX_TOKENS, OPENAI_TOOLS
 from eval_pipeline_tests.sim.helpers import FAKE_KEY
@@ -28,10 +28,14 @@ FirstAction = tuple[str, dict[str, Any] | None, str]
 """(tool name or "" for text, parsed arguments or None when they do not parse, text)."""
 
 
-def committed_cases() -> tuple[Case, ...]:
+def committed_fixture_set() -> FixtureSet:
     sets = fixture_set_dirs(paths.FIXTURES_DIR)
-    assert sets, f"no committed fixture set under {paths.FIXTURES_DIR}"
-    return load_fixtures(sets[-1]).cases
+    assert len(sets) == 1, f"expected one committed fixture set under {paths.FIXTURES_DIR}"
+    return load_fixtures(sets[0])
+
+
+def committed_cases() -> tuple[Case, ...]:
+    return committed_fixture_set().cases
 
 
 @dataclass(frozen=True)
