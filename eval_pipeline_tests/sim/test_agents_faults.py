@@ -309,3 +309,28 @@ def test_sim_small_options_are_validated_and_variants_override_them() -> None:
 def test_an_unknown_question_is_an_abstention_not_a_crash() -> None:
     reply = Conversation("What is the weather like?\nEnd with one line: ANSWER: <x>").ask(STRONG)
     assert not reply.tool_calls and "ABSTAIN:" in (reply.text or "")
+
+
+@pytest.mark.parametrize(
+    ("prompt", "result"),
+    [
+        (GROSS, {"unexpected": "shape"}),
+        (GROSS, "plain text, not JSON"),
+        (
+            "How many tracks are on release REL-0001 (UPC 123456789012)?\n"
+            "End with one line: ANSWER: <number of tracks>",
+            {"columns": ["tracks"], "rows": [[3, 4]]},
+        ),
+        (
+            "What is Ada Park's net payable for 2025-04?\n" + CENTS,
+            {"query": "Ada Park", "matches": ["ART-0001"]},
+        ),
+    ],
+)
+def test_a_tool_result_of_an_unexpected_shape_is_an_abstention_not_a_crash(
+    prompt: str, result: Any
+) -> None:
+    chat = Conversation(prompt)
+    chat.answer(chat.ask(STRONG), result)
+    reply = chat.ask(STRONG)
+    assert not reply.tool_calls and "ABSTAIN:" in (reply.text or "")

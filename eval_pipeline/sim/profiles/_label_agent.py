@@ -283,7 +283,18 @@ def rows_of(result: Any) -> list[dict[str, Any]]:
     rows = result_field(result, "rows")
     if not isinstance(columns, list) or not isinstance(rows, list):
         raise AgentAbstainError("run_sql answered without a columns list and a rows list")
+    if any(not isinstance(row, list) or len(row) != len(columns) for row in rows):
+        raise AgentAbstainError("run_sql answered with rows that do not match its columns")
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def entries(result: Any, name: str) -> list[dict[str, Any]]:
+    """A tool result's list of objects under ``name`` (the calculator's ``terms``,
+    ``accounts`` or ``channels``, find_artist's ``matches``)."""
+    items = result_field(result, name)
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise AgentAbstainError(f"the tool result's {name} is not a list of objects")
+    return items
 
 
 def one_row(result: Any, what: str) -> dict[str, Any]:
@@ -427,7 +438,7 @@ def _ledger(artist_id: str, period: str) -> Generator[Call, ToolReply, Any]:
 
 
 def _terms(ledger: Any, contract_id: str, channel: str) -> dict[str, Any]:
-    for terms in result_field(ledger, "terms"):
+    for terms in entries(ledger, "terms"):
         if terms.get("contract_id") == contract_id and terms.get("channel") == channel:
             return dict(terms)
     raise AgentAbstainError(f"the calculator lists no {channel} terms for contract {contract_id}")
@@ -676,7 +687,7 @@ def plan_net_payable_by_name(q: Question, _t: Temperament) -> Plan:
     found = yield from use(FIND_ARTIST, name=name)
     matches = [
         m
-        for m in result_field(found, "matches")
+        for m in entries(found, "matches")
         if str(m.get("name", "")).casefold() == name.casefold()
     ]
     if not matches:
@@ -701,7 +712,7 @@ def plan_track_channel(q: Question, _t: Temperament) -> Plan:
     )
     royalties = [
         decimal_of(result_field(row, "royalty"), "a royalty")
-        for row in result_field(result, "channels")
+        for row in entries(result, "channels")
         if row.get("channel") == channel
     ]
     total = sum(royalties, Decimal(0))
@@ -748,7 +759,7 @@ def plan_account_balance(q: Question, _t: Temperament) -> Plan:
         one_row((yield from use(RUN_SQL, query=query)), f"account {account_id}")["artist_id"]
     )
     ledger = yield from _ledger(artist_id, period)
-    for account in result_field(ledger, "accounts"):
+    for account in entries(ledger, "accounts"):
         if account.get("account_id") == account_id:
             balance = decimal_of(account.get("balance_after"), "a balance")
             return final(
