@@ -686,9 +686,7 @@ def plan_net_payable_by_name(q: Question, _t: Temperament) -> Plan:
     name = q.get("name")
     found = yield from use(FIND_ARTIST, name=name)
     matches = [
-        m
-        for m in entries(found, "matches")
-        if str(m.get("name", "")).casefold() == name.casefold()
+        m for m in entries(found, "matches") if str(m.get("name", "")).casefold() == name.casefold()
     ]
     if not matches:
         raise AgentAbstainError(f"no artist named {name} is in the label's records")
