@@ -23,9 +23,9 @@ from eval_pipeline.sim.neutral import (
     SimToolResult,
 )
 from eval_pipeline.sim.profiles import Profile, ProfileSetup
-from eval_pipeline.sim.profiles._agent_runtime import ToolReply, call_key, read_result
+from eval_pipeline.sim.profiles._agent_runtime import Call, ToolReply, call_key, read_result
 from eval_pipeline.sim.profiles._label_agent import half_even
-from eval_pipeline.sim.profiles.label_agents import SimSmall, SimStrong
+from eval_pipeline.sim.profiles.label_agents import SimSmall, SimStrong, mangled
 from eval_pipeline.world.label.tools import LABEL_TOOLS
 
 TOOLS = tuple(SimTool(s.name, s.description, s.input_schema) for s in LABEL_TOOLS)
@@ -334,3 +334,22 @@ def test_a_tool_result_of_an_unexpected_shape_is_an_abstention_not_a_crash(
     chat.answer(chat.ask(STRONG), result)
     reply = chat.ask(STRONG)
     assert not reply.tool_calls and "ABSTAIN:" in (reply.text or "")
+
+
+def test_every_kind_of_mangling_is_made() -> None:
+    clause = Call("get_clause", {"contract_id": "CON-0001", "clause_number": 3})
+    track = Call(
+        "calculate_royalties",
+        {"artist_id": "ART-0001", "period": "2025-01", "isrc": "X", "channel": "download"},
+    )
+    made = {mangled(call, pick / 20) for call in (clause, track) for pick in range(20)} - {None}
+    decoded = [json.loads(text) for text in made if text is not None]
+    assert {"contract_id": "CON-0001", "clause_number": "3"} in decoded
+    assert {"contract_id": ["CON-0001"], "clause_number": 3} in decoded
+    assert {"contract_id": {"value": "CON-0001"}, "clause_number": 3} in decoded
+    assert any(d.get("channel") == "down" for d in decoded)
+    for text in decoded:
+        assert call_key("x", text) in {
+            call_key("x", dict(clause.arguments)),
+            call_key("x", dict(track.arguments)),
+        }

@@ -126,18 +126,24 @@ def _compact(arguments: Mapping[str, Any]) -> str:
 
 def mangled(call: Call, pick: float) -> str | None:
     """The call's arguments broken in one repairable way (chosen by ``pick``), or None when
-    nothing in them can be mangled."""
-    options: list[tuple[str, Any]] = []
+    nothing in them can be mangled. A clause number or a channel, when the call has one, is
+    mangled half the time (as text, as a shorthand); otherwise a string is wrapped."""
+    typed: list[tuple[str, Any]] = []
+    wrapped: list[tuple[str, Any]] = []
     for name, value in call.arguments.items():
         if name == "clause_number" and isinstance(value, int):
-            options.append((name, str(value)))
+            typed.append((name, str(value)))
         elif name == "channel" and value in CHANNEL_SHORTHAND:
-            options.append((name, CHANNEL_SHORTHAND[value]))
+            typed.append((name, CHANNEL_SHORTHAND[value]))
         elif isinstance(value, str):
-            options.extend([(name, {"value": value}), (name, [value])])
+            wrapped.extend([(name, {"value": value}), (name, [value])])
+    if typed and (pick < 0.5 or not wrapped):
+        options, share = typed, (pick * 2 if wrapped else pick)
+    else:
+        options, share = wrapped, ((pick - 0.5) * 2 if typed else pick)
     if not options:
         return None
-    name, value = options[min(int(pick * len(options)), len(options) - 1)]
+    name, value = options[min(int(share * len(options)), len(options) - 1)]
     return _encoded({**call.arguments, name: value})
 
 
