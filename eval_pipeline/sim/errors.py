@@ -23,3 +23,13 @@ class SimAdminError(SimError):
 
 class SimRequestError(SimError):
     """A model request is malformed; the server answers it with a provider-shaped 400."""
+
+
+class AgentAbstainError(SimError):
+    """A simulated agent cannot answer from what the conversation holds (a tool error, a
+    record that is not there, a question it does not recognise): it answers ``ABSTAIN:``
+    with this reason instead of guessing. Raised and caught inside the agent profiles."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = " ".join(reason.split())

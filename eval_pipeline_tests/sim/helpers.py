@@ -33,6 +33,16 @@ OPENAI_TOOLS: list[dict[str, Any]] = [
 ANTHROPIC_TOOLS: list[dict[str, Any]] = [
     {"name": "lookup", "description": "Look a record up.", "input_schema": LOOKUP_SCHEMA}
 ]
+AGENT_FORBIDDEN_MODULES = (
+    "eval_pipeline.world",
+    "eval_pipeline.lanes",
+    "eval_pipeline.paths",
+    "eval_pipeline.warehouse",
+    "duckdb",
+    "polars",
+)
+"""Modules the simulated agents may not load: the world, the lanes, where things live on
+disk, the warehouse, and the libraries that read tables."""
 PLANTED_LOOKUP = {
     "type": "object",
     "properties": {"query": {"type": "string"}},

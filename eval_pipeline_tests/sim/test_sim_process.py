@@ -159,7 +159,14 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_marked_500_counted_a
     assert "echo profile crashed on purpose" in stderr
     assert "returned a str, not an outcome" in stderr
     assert FAKE_KEY not in stderr
-    assert sim.health()["profiles"] == ["flaky", "planted", "test-echo", "tool-responder"]
+    assert sim.health()["profiles"] == [
+        "flaky",
+        "planted",
+        "sim-small",
+        "sim-strong",
+        "test-echo",
+        "tool-responder",
+    ]
 
 
 def test_a_profile_error_fails_the_running_sim_block_unless_allowed() -> None:
