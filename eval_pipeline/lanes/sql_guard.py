@@ -410,7 +410,12 @@ class SqlGuard:
         raise self._not_world(name if schema is None else f"{schema.name}.{name}")
 
     def _check_function(self, node: exp.Func) -> None:
-        if isinstance(node.parent, exp.From | exp.Join | exp.Table | exp.Lateral):
+        # Only the relation a FROM/JOIN/LATERAL reads is a table function; a JOIN's ON
+        # condition (an AND, a comparison) hangs under the same parent.
+        if (
+            isinstance(node.parent, exp.From | exp.Join | exp.Table | exp.Lateral)
+            and node.arg_key == "this"
+        ):
             raise _refuse(
                 f"table functions are not allowed ({_function_shown(node)}); select from the "
                 f"world tables: {self._listing}"

@@ -153,7 +153,8 @@ def evaluate_gate(
     infra = RuleResult(
         rule=INFRA_RULE,
         passed=summary.unhealed_infra_errors == 0,
-        detail=f"{summary.unhealed_infra_errors} case(s) never heard (‡): re-materialize their partitions to heal them",
+        detail=f"{summary.unhealed_infra_errors} case(s) never heard (‡): re-materialize "
+        "their partitions to heal them",
         numbers={"unhealed": summary.unhealed_infra_errors},
     )
     security = RuleResult(

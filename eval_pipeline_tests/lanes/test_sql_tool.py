@@ -64,6 +64,13 @@ ANALYTIC = {
         "WHERE t.release_id = r.release_id) AS n FROM releases AS r ORDER BY r.release_id "
         "LIMIT 5"
     ),
+    # Found by the simulated agents: a join on two conditions was refused as a table
+    # function, because the AND under the JOIN was taken for one.
+    "join on two conditions": (
+        "SELECT l.currency, count(*) AS n FROM statement_lines AS l JOIN fx_rates AS fx "
+        "ON fx.period = l.period AND fx.currency = l.currency OR fx.usd_per_unit_micro < 0 "
+        "GROUP BY l.currency ORDER BY l.currency"
+    ),
     "quoted and mixed case": (
         'SELECT "ARTIST_ID", "Name" FROM "World"."Artists" WHERE "Country" = \'DE\' '
         "ORDER BY 1 LIMIT 3"
