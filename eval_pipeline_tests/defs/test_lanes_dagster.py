@@ -104,7 +104,7 @@ def lane_home(isolated_state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     models = isolated_state / "models"
     models.mkdir()
     (models / "sim-flaky-heal.yaml").write_text(FLAKY_CONFIG)
-    for name in ("sim-tool-responder-openai.yaml",):
+    for name in ("sim-tool-responder-openai.yaml", "sim-strong.yaml", "sim-small.yaml"):
         (models / name).write_text((CONFIGS_DIR / "models" / name).read_text())
     monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
     world = isolated_state / "world.yaml"
@@ -181,10 +181,15 @@ def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Pa
         result = model_configs_sensor(context)
         assert isinstance(result, dg.SensorResult)
         [request] = result.dynamic_partitions_requests or []
-        assert sorted(request.partition_keys) == ["sim-flaky-heal", "sim-tool-responder-openai"]
-        # runs only for the sweep's models (the committed sweep names the tool responder)
+        assert sorted(request.partition_keys) == [
+            "sim-flaky-heal",
+            "sim-small",
+            "sim-strong",
+            "sim-tool-responder-openai",
+        ]
+        # runs only for the sweep's models (the committed sweep names sim-strong and sim-small)
         requested = sorted(str(r.partition_key) for r in result.run_requests or [])
-        assert requested == [f"sim-tool-responder-openai|{s}" for s in (0, 1, 2)]
+        assert requested == [f"{m}|{s}" for m in ("sim-small", "sim-strong") for s in (0, 1, 2)]
         instance.add_dynamic_partitions(MODELS_PARTITIONS, list(request.partition_keys))
         again = model_configs_sensor(dg.build_sensor_context(instance_ref=instance.get_ref()))
         assert isinstance(again, dg.SkipReason)

@@ -161,6 +161,7 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_marked_500_counted_a
     assert FAKE_KEY not in stderr
     assert sim.health()["profiles"] == [
         "flaky",
+        "judge",
         "planted",
         "sim-small",
         "sim-strong",

@@ -21,7 +21,11 @@ from eval_pipeline.world.label.suite.special import special_templates
 from eval_pipeline.world.label.suite.templates import TEMPLATES, Template
 from eval_pipeline.world.rng import Stream
 
-SUITE_VERSION = "label-suite-2"
+SUITE_VERSION = "label-suite-3"
+# The name subjects are drawn under. Kept apart from SUITE_VERSION so that a version which
+# only changes what a case records (label-suite-3 added a trace check) keeps its subjects;
+# change it when the selection itself changes.
+SUBJECT_STREAM = "label-suite-2"
 
 # Which cases form the ship-gate core: per category, the first N in suite order (14 in all).
 CORE_PER_CATEGORY: dict[Category, int] = {
@@ -55,7 +59,7 @@ def build_label_suite(
     world: Mapping[str, pl.DataFrame], truth: Mapping[str, pl.DataFrame], world_seed: int
 ) -> list[Case]:
     """All cases, in a stable order, with the core subset marked."""
-    stream = Stream(world_seed, SUITE_VERSION)
+    stream = Stream(world_seed, SUBJECT_STREAM)
     views = build_views(world, truth, stream.child("pool"))
     selector = Selector(views, stream.child("select"))
     templates = suite_templates(world, truth, views.pool, stream)

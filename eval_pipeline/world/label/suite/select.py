@@ -17,7 +17,11 @@ from typing import Any
 import polars as pl
 
 from eval_pipeline.errors import WorldError
-from eval_pipeline.fixtures.case import TRACE_NO_ANSWER_KEY_ACCESS, Case
+from eval_pipeline.fixtures.case import (
+    TRACE_NO_ACTION_ON_TRUNCATED,
+    TRACE_NO_ANSWER_KEY_ACCESS,
+    Case,
+)
 from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID
 from eval_pipeline.world.label.suite.readings import Views
 from eval_pipeline.world.label.suite.templates import Template
@@ -196,7 +200,11 @@ class Selector:
                         expected=candidate.answer,
                         tolerance="0",
                         tiers=template.tiers,
-                        trace_checks=(*template.trace_checks, TRACE_NO_ANSWER_KEY_ACCESS),
+                        trace_checks=(
+                            *template.trace_checks,
+                            TRACE_NO_ANSWER_KEY_ACCESS,
+                            TRACE_NO_ACTION_ON_TRUNCATED,
+                        ),
                         expected_first_call=template.first_call(row),
                         core=False,
                         template=template.name,
