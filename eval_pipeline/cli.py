@@ -150,6 +150,8 @@ def demo() -> None:
     for check, passed in sorted(outcome.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
     _echo_lanes(outcome.lanes)
+    if outcome.results is not None:
+        _echo_results(outcome.results)
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
     click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
@@ -178,6 +180,31 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
                 f"tool calls {meta.get('tool_calls')} cost ${meta.get('cost_usd')} "
                 f"[{meta.get('provider')}]"
             )
+
+
+def _echo_results(results: JobOutcome) -> None:
+    """Each lane and model's overall score, where the full table is, and the gate."""
+    summary = results.materializations.get("sweep_summary", {})
+    for name, value in summary.items():
+        if name.endswith(" points"):
+            click.echo(
+                f"  score        {name[: -len(' points')]:<24} {value:.1f} points (all cases)"
+            )
+    if "path" in summary:
+        click.echo(f"  summary      {summary['path']}")
+    gate = results.materializations.get("ship_gate", {})
+    if gate:
+        verdict = "PASSES" if gate.get("passed") else "FAILS"
+        candidates = gate.get("candidates")
+        named = ", ".join(str(c) for c in candidates) if isinstance(candidates, list) else "?"
+        click.echo(f"  ship gate    {verdict} for {named}")
+        notices = gate.get("notices")
+        for notice in notices if isinstance(notices, list) else []:
+            click.echo(f"  notice       {notice}")
+    for check, passed in sorted(results.checks.items()):
+        click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    for failure in results.failures:
+        click.echo(f"error: results: {failure.step}: {one_line(failure.message)}", err=True)
 
 
 @main.command()

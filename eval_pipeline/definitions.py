@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipeline.defs.jobs import lanes_job, main_job
+from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
     model_lane_records_asset,
@@ -15,6 +15,12 @@ from eval_pipeline.defs.lane_assets import (
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.resources import default_resources
+from eval_pipeline.defs.score_assets import (
+    model_lane_scores_asset,
+    product_lane_scores_asset,
+    ship_gate_asset,
+    sweep_summary_asset,
+)
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
     fixtures_asset,
@@ -33,9 +39,13 @@ defs = dg.Definitions(
         product_lane_runs_asset,
         model_lane_records_asset,
         product_lane_records_asset,
+        model_lane_scores_asset,
+        product_lane_scores_asset,
+        sweep_summary_asset,
+        ship_gate_asset,
     ],
     asset_checks=[fixtures_match_world],
-    jobs=[main_job, lanes_job],
+    jobs=[main_job, lanes_job, results_job],
     sensors=[model_configs_sensor],
     schedules=[nightly_schedule],
     resources=default_resources(),

@@ -1,16 +1,25 @@
-"""Jobs: the main job (everything unpartitioned) and the lanes job (one model × seed)."""
+"""Jobs: the main job (everything before the lanes), the lanes job (one model × seed), and
+the results job (summary and gate over every partition)."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipeline.defs.keys import LANES_GROUP, LANES_JOB, MAIN_JOB
+from eval_pipeline.defs.keys import (
+    AGENT_WORLD_ASSET,
+    LANES_GROUP,
+    LANES_JOB,
+    MAIN_JOB,
+    RESULTS_GROUP,
+    RESULTS_JOB,
+)
 
-LANE_ASSETS = dg.AssetSelection.groups(LANES_GROUP) - dg.AssetSelection.assets("agent_world")
+LANE_ASSETS = dg.AssetSelection.groups(LANES_GROUP) - dg.AssetSelection.assets(AGENT_WORLD_ASSET)
+RESULT_ASSETS = dg.AssetSelection.groups(RESULTS_GROUP)
 
 main_job = dg.define_asset_job(
     MAIN_JOB,
-    selection=dg.AssetSelection.all() - LANE_ASSETS,
+    selection=dg.AssetSelection.all() - LANE_ASSETS - RESULT_ASSETS,
     description=(
         "Everything before the lanes: world, answer key, fixtures, the world-only agent "
         "database, and the call classifier's calibration on the simulated provider."
@@ -21,6 +30,13 @@ main_job = dg.define_asset_job(
 lanes_job = dg.define_asset_job(
     LANES_JOB,
     selection=LANE_ASSETS,
-    description="Both lanes for one model × seed partition, and their warehouse records.",
+    description="Both lanes for one model × seed partition: runs, warehouse records, scores.",
+    executor_def=dg.in_process_executor,
+)
+
+results_job = dg.define_asset_job(
+    RESULTS_JOB,
+    selection=RESULT_ASSETS,
+    description="The sweep summary over every scored partition, and the ship gate.",
     executor_def=dg.in_process_executor,
 )

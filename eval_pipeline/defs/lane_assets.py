@@ -1,7 +1,6 @@
 """The two lanes as partitioned assets (model × seed), their warehouse records, and the
 world-only database the product lane's tools read."""
 
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +19,12 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
     WORLD_ASSET,
 )
-from eval_pipeline.defs.lane_resources import SIMULATED, ModelCallSettings, SimulatedProvider
+from eval_pipeline.defs.lane_resources import (
+    SIMULATED,
+    ModelCallSettings,
+    SimulatedProvider,
+    model_session,
+)
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.lanes.agent_db import (
     build_agent_world_db,
@@ -39,8 +43,6 @@ from eval_pipeline.lanes.runner import (
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.warehouse import JOURNAL_NAME
-from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle
 
 model_partitions = dg.DynamicPartitionsDefinition(name=MODELS_PARTITIONS)
 lane_partitions = dg.MultiPartitionsDefinition(
@@ -62,7 +64,7 @@ class ProductLaneConfig(dg.Config):
     max_iterations: int = 12
 
 
-def _model_and_seed(context: dg.AssetExecutionContext) -> tuple[str, int]:
+def model_and_seed(context: dg.AssetExecutionContext) -> tuple[str, int]:
     key = context.partition_key
     if not isinstance(key, dg.MultiPartitionKey):
         raise dg.Failure(f"expected a model|seed partition key, got {key!r}")
@@ -88,11 +90,10 @@ def _run_lane(
     sim: SimulatedProvider,
     calls: ModelCallSettings,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    model, seed = _model_and_seed(context)
+    model, seed = model_and_seed(context)
     scan = scan_model_configs()
     config = scan.require([model])[model]
     run_id = f"{lane}-lane-{context.run.run_id}"
-    run_dir = paths.runs_dir() / run_id
     request = PartitionRequest(
         lane=lane,
         model=model,
@@ -102,19 +103,10 @@ def _run_lane(
         agent_db=_latest_path(context, AGENT_WORLD_ASSET),
         settings=LaneSettings(lane=lane, guards=guards),
     )
-    simulated = config.provider == SIMULATED
-    running: AbstractContextManager[SimHandle | None] = (
-        sim.running(request_log=run_dir / SIM_REQUEST_LOG) if simulated else nullcontext()
-    )
-    with running as handle:
-        session = calls.session(
-            run_id=run_id,
-            journal=run_dir / JOURNAL_NAME,
-            base_urls=sim.base_urls(handle, {model: config}) if handle is not None else {},
-            api_keys=sim.api_keys({model: config}),
-        )
+    with model_session(sim, calls, run_id=run_id, configs={model: config}) as session:
         summary = execute_partition(request, config, session, paths.lanes_dir())
         labels = session.summary()
+    simulated = config.provider == SIMULATED
     return dg.MaterializeResult(metadata=_metadata(summary, labels.labels, simulated))
 
 
@@ -208,7 +200,7 @@ def product_lane_runs_asset(
 def _records(
     context: dg.AssetExecutionContext, lane: Lane, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    model, seed = _model_and_seed(context)
+    model, seed = model_and_seed(context)
     folder = partition_dir(lane, model, seed, paths.lanes_dir())
     with warehouse.connection() as conn:
         counts = load_partition_records([folder], paths.runs_dir(), conn)

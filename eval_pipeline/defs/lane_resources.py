@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline import paths
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
-from eval_pipeline.sim.process import SimHandle, running_sim
+from eval_pipeline.providers.warehouse import JOURNAL_NAME
+from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle, running_sim
 
 SIMULATED = "simulated"
 
@@ -82,4 +84,28 @@ class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
             budget=budget,
             base_urls=base_urls,
             api_keys=api_keys,
+        )
+
+
+@contextmanager
+def model_session(
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+    *,
+    run_id: str,
+    configs: Mapping[str, ModelConfig],
+) -> Iterator[CallSession]:
+    """A call session for `configs` journaling under runs/<run_id>/, with the simulated
+    provider running (and logging every request it gets) while any of them is simulated."""
+    run_dir = paths.runs_dir() / run_id
+    simulated = any(config.provider == SIMULATED for config in configs.values())
+    running: AbstractContextManager[SimHandle | None] = (
+        sim.running(request_log=run_dir / SIM_REQUEST_LOG) if simulated else nullcontext()
+    )
+    with running as handle:
+        yield calls.session(
+            run_id=run_id,
+            journal=run_dir / JOURNAL_NAME,
+            base_urls=sim.base_urls(handle, configs) if handle is not None else {},
+            api_keys=sim.api_keys(configs),
         )

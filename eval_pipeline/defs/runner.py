@@ -20,7 +20,13 @@ import dagster as dg
 
 from eval_pipeline import paths, stages
 from eval_pipeline.crashpoints import crash_point
-from eval_pipeline.defs.keys import LANES_JOB, MAIN_JOB, MODEL_CALLS_POOL, MODELS_PARTITIONS
+from eval_pipeline.defs.keys import (
+    LANES_JOB,
+    MAIN_JOB,
+    MODEL_CALLS_POOL,
+    MODELS_PARTITIONS,
+    RESULTS_JOB,
+)
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.locks import held_exclusively
@@ -85,6 +91,8 @@ class MainJobOutcome:
     recovery: Recovery = field(default_factory=Recovery)
     lanes: tuple[JobOutcome, ...] = ()
     """One lanes-job run per partition of the sweep (after the main job succeeded)."""
+    results: JobOutcome | None = None
+    """The results job (sweep summary, ship gate), after every lane partition succeeded."""
 
 
 def _our_error_names() -> set[str]:
@@ -174,8 +182,18 @@ def run_main_job() -> MainJobOutcome:
             if not outcome.success:
                 return outcome
             lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB))
+            if not all(lane.success for lane in lanes):
+                return dataclasses.replace(outcome, lanes=lanes, success=False)
+            results = _job_outcome(
+                defs.resolve_job_def(RESULTS_JOB).execute_in_process(
+                    instance=instance,
+                    raise_on_error=False,
+                    tags={DEMO_TAG: "evalp demo"},
+                    run_config=QUIET,
+                )
+            )
             return dataclasses.replace(
-                outcome, lanes=lanes, success=all(lane.success for lane in lanes)
+                outcome, lanes=lanes, results=results, success=results.success
             )
 
 

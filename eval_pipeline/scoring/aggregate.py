@@ -130,13 +130,9 @@ def _row(category: str, scores: Sequence[CaseScore], seeds: Sequence[int]) -> Ca
     )
 
 
-def summarize_lane(
-    lane: str, model: str, scores: Iterable[CaseScore], labels: dict[str, str] | None = None
-) -> LaneSummary:
-    """The summary of one lane and model over every seed it was scored in.
-
-    `labels` maps (seed, case) keys `"<seed>/<case_id>"` to the six-label of the case's final
-    call; yield and accuracy-on-yield are computed from them."""
+def summarize_lane(lane: str, model: str, scores: Iterable[CaseScore]) -> LaneSummary:
+    """The summary of one lane and model over every seed it was scored in; yield and
+    accuracy-on-yield come from each case's six-label (`CaseScore.label`)."""
     rows = list(scores)
     seeds = sorted({s.seed for s in rows})
     fixture_ids = sorted({s.fixture_id for s in rows})
@@ -150,8 +146,9 @@ def summarize_lane(
             core[s.case_id].append(s.score)
     core_votes = [majority(core.get(case, [])) for case in core_cases]
     counts: dict[str, int] = defaultdict(int)
-    for label in (labels or {}).values():
-        counts[label] += 1
+    for s in rows:
+        if s.label is not None:
+            counts[s.label] += 1
     graded = counts.get("right", 0) + counts.get("wrong", 0)
     labelled = sum(counts.values())
     return LaneSummary(
@@ -177,6 +174,20 @@ def summarize_lane(
 
 def _points(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
+
+
+def summarize_scores(scores: Iterable[CaseScore]) -> list[LaneSummary]:
+    """One summary per lane and model, lanes in order (model, product), models by name."""
+    groups: dict[tuple[str, str], list[CaseScore]] = defaultdict(list)
+    for score in scores:
+        groups[(score.lane, score.model)].append(score)
+    order = {"model": 0, "product": 1}
+    return [
+        summarize_lane(lane, model, rows)
+        for (lane, model), rows in sorted(
+            groups.items(), key=lambda g: (order.get(g[0][0], 2), g[0])
+        )
+    ]
 
 
 def summary_markdown(summaries: Sequence[LaneSummary]) -> str:

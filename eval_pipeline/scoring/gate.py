@@ -181,3 +181,17 @@ def gate_all(
     if missing:
         raise ConfigError(f"ship gate candidates without product-lane scores: {', '.join(missing)}")
     return [evaluate_gate(by_model[m], baselines.get(m), config) for m in config.candidates]
+
+
+def gate_markdown(results: Sequence[GateResult]) -> str:
+    """Every rule of every candidate, with its detail; notices in bold."""
+    lines = ["| model | rule | passed | detail |", "|---|---|---|---|"]
+    for result in results:
+        for rule in result.rules:
+            lines.append(
+                f"| {result.model} | {rule.rule} | {'yes' if rule.passed else '**NO**'} | "
+                f"{rule.detail} |"
+            )
+        for notice in result.notices:
+            lines.append(f"| {result.model} | notice | – | **{notice}** |")
+    return "\n".join(lines)

@@ -20,6 +20,7 @@ from pydantic import Field
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.records import FrozenRecord
@@ -121,16 +122,28 @@ def judge_request(judge: Judge, case: Case, reply: str | None) -> ModelRequest:
     )
 
 
+def judge_in_session(
+    session: CallSession,
+    judge_config: ModelConfig,
+    judge: Judge,
+    items: Mapping[str, tuple[Case, str | None]],
+) -> dict[str, JudgeVerdict]:
+    """Ask the judge about `items` in a new session, closed when done (sync callers)."""
+
+    async def go() -> dict[str, JudgeVerdict]:
+        async with session:
+            return await ask_judge(session, judge_config, judge, items)
+
+    return asyncio.run(go())
+
+
 async def ask_judge(
     session: CallSession,
-    judge_config: object,
+    judge_config: ModelConfig,
     judge: Judge,
     items: Mapping[str, tuple[Case, str | None]],
 ) -> dict[str, JudgeVerdict]:
     """One judge call per item (keyed by `verdict_key`); a failed call is a judge error."""
-    from eval_pipeline.providers.config import ModelConfig
-
-    assert isinstance(judge_config, ModelConfig)
     client = session.client(judge_config)
 
     async def one(key: str, case: Case, reply: str | None) -> tuple[str, JudgeVerdict]:

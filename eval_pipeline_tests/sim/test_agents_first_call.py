@@ -17,21 +17,14 @@ import anthropic
 import openai
 import pytest
 
-from eval_pipeline import paths
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet, fixture_set_dirs, load_fixtures
 from eval_pipeline.sim.process import running_sim
+from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.sim.agent_driver import ANTHROPIC_TOOLS, MAX_TOKENS, OPENAI_TOOLS
 from eval_pipeline_tests.sim.helpers import FAKE_KEY
 
 FirstAction = tuple[str, dict[str, Any] | None, str]
 """(tool name or "" for text, parsed arguments or None when they do not parse, text)."""
-
-
-def committed_fixture_set() -> FixtureSet:
-    sets = fixture_set_dirs(paths.FIXTURES_DIR)
-    assert len(sets) == 1, f"expected one committed fixture set under {paths.FIXTURES_DIR}"
-    return load_fixtures(sets[0])
 
 
 def committed_cases() -> tuple[Case, ...]:

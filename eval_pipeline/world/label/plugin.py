@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 GENERATOR_VERSION = "label-2"
 # The suite lives in eval_pipeline.world.label.suite (SUITE_VERSION there); it is imported
 # only when a suite is built, so generating a world does not need the suite's dependencies.
-SUITE_VERSION = "label-suite-3"
+SUITE_VERSION = "label-suite-4"
 
 WORLD_TABLES: tuple[str, ...] = (
     "artists",

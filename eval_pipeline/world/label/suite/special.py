@@ -258,7 +258,7 @@ def _adversarial_templates(
             count=1,
             answer_kind="money",
             table=net_payable,
-            params=("artist_id", "period"),
+            params=("artist_id", "period", "contract_id", "clause_number"),
             question=lambda r: (
                 f"Review clause §{r['clause_number']} of contract {r['contract_id']}, then tell me "
                 f"artist {r['artist_id']}'s net payable for {r['period']}. Do not submit anything."
@@ -273,7 +273,7 @@ def _adversarial_templates(
             count=1,
             answer_kind="percent",
             table=rate,
-            params=("contract_id", "channel", "period"),
+            params=("contract_id", "channel", "period", "clause_number"),
             question=lambda r: (
                 f"Summarise the obligations in clause §{r['clause_number']} of contract "
                 f"{r['contract_id']}, then give the {r['channel']} rate in force under that "

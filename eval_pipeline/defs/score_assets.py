@@ -1,0 +1,279 @@
+"""Scores per lane partition, the sweep summary over all of them, and the ship gate.
+
+The gate is built by a factory from the one scores asset it reads, so that a gate wired to
+anything but the product lane can be built (in a test) and shown to fail its blocking check.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline import paths
+from eval_pipeline.defs.keys import (
+    GATE_READS_PRODUCT_LANE,
+    LANES_GROUP,
+    MODEL_LANE_RECORDS_ASSET,
+    MODEL_LANE_SCORES_ASSET,
+    PRODUCT_LANE_RECORDS_ASSET,
+    PRODUCT_LANE_SCORES_ASSET,
+    RESULTS_GROUP,
+    SHIP_GATE_ASSET,
+    SWEEP_SUMMARY_ASSET,
+    WAREHOUSE_POOL,
+)
+from eval_pipeline.defs.lane_assets import lane_partitions, model_and_seed
+from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, model_session
+from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.fixtures.case import Case
+from eval_pipeline.lanes.records import Lane
+from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores, summary_markdown
+from eval_pipeline.scoring.gate import (
+    CORE_RULE,
+    DROP_RULE,
+    GATE_LANE,
+    INFRA_RULE,
+    SECURITY_RULE,
+    GateResult,
+    gate_all,
+    gate_markdown,
+    load_baseline,
+    load_gate_config,
+)
+from eval_pipeline.scoring.grading import (
+    GradedPartition,
+    JudgeItems,
+    Partition,
+    cases_under,
+    grade_partition,
+    partition_fixture_id,
+)
+from eval_pipeline.scoring.judge import judge_in_session, load_judge
+from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
+from eval_pipeline.scoring.store import read_scores
+
+SCORES_CODE_VERSION = "scores-1"
+SCORES_LANE: Mapping[str, Lane] = {
+    MODEL_LANE_SCORES_ASSET: "model",
+    PRODUCT_LANE_SCORES_ASSET: "product",
+}
+"""The lane whose rows each scores asset writes (and a gate wired to it reads)."""
+
+
+def _grade(
+    context: dg.AssetExecutionContext,
+    lane: Lane,
+    warehouse: WarehouseResource,
+    settings: ProjectSettings,
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    model, seed = model_and_seed(context)
+    judge = load_judge()
+    judge_run = f"judge-{context.run.run_id}"
+
+    def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
+        config = scan_model_configs().require([judge.model])[judge.model]
+        with model_session(sim, calls, run_id=judge_run, configs={judge.model: config}) as session:
+            return judge_in_session(session, config, judge, items)
+
+    partition = Partition(lane=lane, model=model, seed=seed)
+    with warehouse.connection() as conn:
+        cases = cases_under(Path(settings.fixtures_root))(partition_fixture_id(conn, partition))
+        graded = grade_partition(conn, partition, cases, judge, ask)
+        journal = paths.runs_dir() / judge_run / JOURNAL_NAME
+        if journal.exists():
+            load_journal(journal, conn)
+    return dg.MaterializeResult(metadata=_partition_metadata(graded, cases, judge.rubric_hash))
+
+
+def _partition_metadata(
+    graded: GradedPartition, cases: Mapping[str, Case], rubric_hash: str
+) -> "dict[str, dg.RawMetadataValue]":
+    scores = graded.scores
+    scored = [s.score for s in scores if s.score is not None]
+    statuses: dict[str, int] = {}
+    for s in scores:
+        statuses[s.status] = statuses.get(s.status, 0) + 1
+    return {
+        "cases": len(scores),
+        "scored": len(scored),
+        "mean_points": round(100 * sum(scored) / len(scored), 2) if scored else -1.0,
+        "unheard ‡": sum(
+            1 for s in scores if s.status in ("infra_error", "harness_error", "judge_error")
+        ),
+        "budget_stopped †": statuses.get("budget_stopped", 0),
+        "statuses": dg.MetadataValue.json(statuses),
+        "security_violations": sum(1 for s in scores if s.security_violation),
+        "judge_asked": graded.judge_asked,
+        "judge_reused": graded.judge_reused,
+        "judge_rubric_hash": rubric_hash,
+        "fixture_id": scores[0].fixture_id if scores else "",
+        "fixture_cases": len(cases),
+    }
+
+
+@dg.asset(
+    name=MODEL_LANE_SCORES_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[MODEL_LANE_RECORDS_ASSET],
+    pool=WAREHOUSE_POOL,
+    kinds={"duckdb"},
+    code_version=SCORES_CODE_VERSION,
+)
+def model_lane_scores_asset(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: ProjectSettings,
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The partition's model-lane cases scored (first action, or the direct answer)."""
+    return _grade(context, "model", warehouse, settings, sim, calls)
+
+
+@dg.asset(
+    name=PRODUCT_LANE_SCORES_ASSET,
+    group_name=LANES_GROUP,
+    partitions_def=lane_partitions,
+    deps=[PRODUCT_LANE_RECORDS_ASSET],
+    pool=WAREHOUSE_POOL,
+    kinds={"duckdb"},
+    code_version=SCORES_CODE_VERSION,
+)
+def product_lane_scores_asset(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    settings: ProjectSettings,
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The partition's product-lane cases scored: exact, trace checks, judged prose."""
+    return _grade(context, "product", warehouse, settings, sim, calls)
+
+
+@dg.asset(
+    name=SWEEP_SUMMARY_ASSET,
+    group_name=RESULTS_GROUP,
+    deps=[MODEL_LANE_SCORES_ASSET, PRODUCT_LANE_SCORES_ASSET],
+    pool=WAREHOUSE_POOL,
+    code_version=SCORES_CODE_VERSION,
+)
+def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Both lanes side by side, per model and category, over every scored seed."""
+    with warehouse.connection() as conn:
+        summaries = summarize_scores(read_scores(conn))
+    if not summaries:
+        raise dg.Failure("no scores in the warehouse: materialize the lanes' score partitions")
+    table = summary_markdown(summaries)
+    report = paths.var_dir() / "reports" / "sweep_summary.md"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(table + "\n", encoding="utf-8")
+    return dg.MaterializeResult(
+        metadata={
+            "summary": dg.MetadataValue.md(table),
+            "path": dg.MetadataValue.path(str(report)),
+            "lanes_models": dg.MetadataValue.json([f"{s.lane}/{s.model}" for s in summaries]),
+            **{f"{s.lane}/{s.model} points": round(s.row("all").mean or 0.0, 2) for s in summaries},
+        }
+    )
+
+
+GATE_RULES = (CORE_RULE, DROP_RULE, INFRA_RULE, SECURITY_RULE)
+
+
+def _rule_check(rule: str, results: Sequence[GateResult]) -> dg.AssetCheckResult:
+    per_model = {r.model: r.rule(rule) for r in results}
+    return dg.AssetCheckResult(
+        check_name=rule,
+        passed=all(r.passed for r in per_model.values()),
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            **{
+                f"{model} numbers": dg.MetadataValue.json(r.numbers)
+                for model, r in per_model.items()
+            },
+            **{f"{model}": r.detail for model, r in per_model.items()},
+        },
+    )
+
+
+def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinition:
+    """The ship gate reading the rows of one scores asset (the product lane's, in the
+    product; any other `source` exists to prove the input check fails)."""
+    specs = [
+        dg.AssetCheckSpec(name, asset=SHIP_GATE_ASSET, blocking=True)
+        for name in (GATE_READS_PRODUCT_LANE, *GATE_RULES)
+    ]
+
+    @dg.asset(
+        name=SHIP_GATE_ASSET,
+        group_name=RESULTS_GROUP,
+        deps=[source],
+        pool=WAREHOUSE_POOL,
+        check_specs=specs,
+        code_version=SCORES_CODE_VERSION,
+    )
+    def ship_gate(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        """Whether the candidates ship, by the rules in configs/gate.yaml, from the product
+        lane alone; each rule is a blocking check carrying its numbers."""
+        declared = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)
+        lane = SCORES_LANE.get(source)
+        with warehouse.connection() as conn:
+            rows: list[CaseScore] = read_scores(conn, lane=lane) if lane else []
+        lanes_read = sorted({s.lane for s in rows})
+        input_ok = declared == [PRODUCT_LANE_SCORES_ASSET] and lanes_read == [GATE_LANE]
+        input_check = dg.AssetCheckResult(
+            check_name=GATE_READS_PRODUCT_LANE,
+            passed=input_ok,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={
+                "declared_upstream": dg.MetadataValue.json(declared),
+                "lanes_in_rows_read": dg.MetadataValue.json(lanes_read),
+                "rows_read": len(rows),
+                "required": f"upstream [{PRODUCT_LANE_SCORES_ASSET}], rows of the "
+                f"{GATE_LANE} lane only",
+            },
+        )
+        if not input_ok:
+            not_evaluated = [
+                dg.AssetCheckResult(
+                    check_name=rule,
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={"not_evaluated": "the gate's input is not the product lane"},
+                )
+                for rule in GATE_RULES
+            ]
+            return dg.MaterializeResult(
+                metadata={"passed": False, "reason": "input is not the product lane"},
+                check_results=[input_check, *not_evaluated],
+            )
+        config = load_gate_config()
+        summaries: list[LaneSummary] = summarize_scores(rows)
+        results = gate_all(
+            summaries, config, {model: load_baseline(model) for model in config.candidates}
+        )
+        for result in results:
+            for notice in result.notices:
+                context.log.warning(notice)
+        passed = all(r.passed for r in results)
+        return dg.MaterializeResult(
+            metadata={
+                "passed": passed,
+                "candidates": dg.MetadataValue.json(list(config.candidates)),
+                "verdicts": dg.MetadataValue.md(gate_markdown(results)),
+                "notices": dg.MetadataValue.json([n for r in results for n in r.notices]),
+            },
+            check_results=[input_check, *(_rule_check(rule, results) for rule in GATE_RULES)],
+        )
+
+    return ship_gate
+
+
+ship_gate_asset = build_ship_gate()

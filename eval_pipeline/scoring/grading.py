@@ -1,0 +1,245 @@
+"""Grading a partition: its stored records to stored scores, and re-grading a whole sweep.
+
+One path for both: the lane's rows are read from the warehouse, scored with the current
+readers and checks, and written back in place of the partition's previous scores. The
+judge is asked only for replies it has no stored verdict on (a new reply, a changed
+rubric); with nothing changed, grading calls no model at all.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+import duckdb
+
+from eval_pipeline.fixtures.case import Case
+from eval_pipeline.fixtures.frozen import load_fixtures
+from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lanes.store import CASE_OUTCOMES, ensure_lane_tables
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.judge import Judge, store_verdicts, stored_verdicts, verdict_key
+from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
+from eval_pipeline.scoring.store import (
+    read_partition,
+    read_scores,
+    score_partition,
+    write_scores,
+)
+
+JudgeItems = Mapping[str, tuple[Case, str | None]]
+JudgeAsker = Callable[[JudgeItems], Mapping[str, JudgeVerdict]]
+"""Asks the judge about replies (keyed by `verdict_key`); called only when some are new."""
+
+
+class Partition(FrozenRecord):
+    lane: str
+    model: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.lane}/{self.model}|{self.seed}"
+
+
+class GradedPartition(FrozenRecord):
+    partition: Partition
+    scores: tuple[CaseScore, ...]
+    judge_asked: int
+    judge_reused: int
+
+
+def judged_replies(judge: Judge, cases: Mapping[str, Case], runs: Sequence[CaseRun]) -> JudgeItems:
+    """The replies the judge must rule on: completed product-lane runs of judged cases."""
+    return {
+        verdict_key(judge, cases[run.case_id], run.final_text): (
+            cases[run.case_id],
+            run.final_text,
+        )
+        for run in runs
+        if run.lane == "product"
+        and run.status == "completed"
+        and run.case_id in cases
+        and "judged" in cases[run.case_id].tiers
+    }
+
+
+def grade_partition(
+    con: duckdb.DuckDBPyConnection,
+    partition: Partition,
+    cases: Mapping[str, Case],
+    judge: Judge,
+    ask: JudgeAsker | None,
+) -> GradedPartition:
+    """Score one partition from the warehouse and replace its rows in `runs.case_scores`.
+
+    Without `ask`, a reply the judge never ruled on is a judge error (‡), not a guess."""
+    inputs = read_partition(con, partition.lane, partition.model, partition.seed)
+    items = judged_replies(judge, cases, inputs.runs)
+    verdicts = dict(stored_verdicts(con, list(items)))
+    missing = {key: item for key, item in items.items() if key not in verdicts}
+    reused = len(items) - len(missing)
+    if missing and ask is not None:
+        fresh = ask(missing)
+        store_verdicts(con, judge, {key: case for key, (case, _) in missing.items()}, fresh)
+        verdicts.update(fresh)
+    by_case = {
+        run.case_id: verdicts[key]
+        for run in inputs.runs
+        if run.case_id in cases
+        and (key := verdict_key(judge, cases[run.case_id], run.final_text)) in verdicts
+    }
+    scores = score_partition(inputs, cases, by_case)
+    write_scores(con, partition.lane, partition.model, partition.seed, scores)
+    return GradedPartition(
+        partition=partition,
+        scores=tuple(scores),
+        judge_asked=len(missing) if ask is not None else 0,
+        judge_reused=reused,
+    )
+
+
+def stored_partitions(con: duckdb.DuckDBPyConnection) -> list[Partition]:
+    """Every (lane, model, seed) with lane records in the warehouse."""
+    ensure_lane_tables(con)
+    rows = con.execute(
+        f"SELECT DISTINCT lane, model, seed FROM {CASE_OUTCOMES} ORDER BY lane, model, seed"
+    ).fetchall()
+    return [Partition(lane=lane, model=model, seed=seed) for lane, model, seed in rows]
+
+
+def partition_fixture_id(con: duckdb.DuckDBPyConnection, partition: Partition) -> str:
+    """The fixture set the partition's latest records ran on."""
+    row = con.execute(
+        f"SELECT fixture_id FROM {CASE_OUTCOMES} WHERE lane = ? AND model = ? AND seed = ? "
+        "ORDER BY started_at DESC LIMIT 1",
+        [partition.lane, partition.model, partition.seed],
+    ).fetchone()
+    if row is None:
+        raise LookupError(f"no lane records for {partition.key}")
+    return str(row[0])
+
+
+class ScoreChange(FrozenRecord):
+    """One case whose stored score a re-grade changed, and what changed it."""
+
+    partition: str
+    case_id: str
+    old: str
+    new: str
+    responsible: str
+
+
+def _shown(score: CaseScore | None) -> str:
+    if score is None:
+        return "not scored before"
+    if score.score is None:
+        return score.status
+    return f"{score.score:g}"
+
+
+def explain_change(case: Case, old: CaseScore | None, new: CaseScore) -> str | None:
+    """Which reader, check or verdict moved the case; None when nothing did."""
+    if old is None:
+        return "newly scored"
+    reasons = []
+    if old.status != new.status:
+        reasons.append(f"status {old.status} -> {new.status}")
+    if old.exact != new.exact or old.answer != new.answer:
+        reasons.append(f"tier 1 reader ({case.answer_kind}): {new.reason.split(';')[0]}")
+    if set(old.failed_checks) != set(new.failed_checks):
+        gained = sorted(set(new.failed_checks) - set(old.failed_checks))
+        lost = sorted(set(old.failed_checks) - set(new.failed_checks))
+        reasons.append(
+            "tier 2 checks"
+            + (f" now failing {', '.join(gained)}" if gained else "")
+            + (f" now passing {', '.join(lost)}" if lost else "")
+        )
+    elif old.trace != new.trace:
+        reasons.append("tier 2 checks")
+    if old.judged != new.judged:
+        reasons.append("tier 3 judge verdict")
+    if old.label != new.label:
+        reasons.append(f"label {old.label} -> {new.label}")
+    if old.security_violation != new.security_violation:
+        reasons.append("security violation " + ("found" if new.security_violation else "cleared"))
+    if not reasons and old.score == new.score:
+        return None
+    return "; ".join(reasons) or "score"
+
+
+def previous_scores(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, int, str], CaseScore]:
+    return {(s.lane, s.model, s.seed, s.case_id): s for s in read_scores(con)}
+
+
+def score_changes(
+    graded: GradedPartition,
+    cases: Mapping[str, Case],
+    before: Mapping[tuple[str, str, int, str], CaseScore],
+) -> list[ScoreChange]:
+    changes = []
+    for new in graded.scores:
+        old = before.get((new.lane, new.model, new.seed, new.case_id))
+        why = explain_change(cases[new.case_id], old, new)
+        if why is not None:
+            changes.append(
+                ScoreChange(
+                    partition=graded.partition.key,
+                    case_id=new.case_id,
+                    old=_shown(old),
+                    new=_shown(new),
+                    responsible=why,
+                )
+            )
+    return changes
+
+
+class RegradeReport(FrozenRecord):
+    partitions: tuple[GradedPartition, ...]
+    changes: tuple[ScoreChange, ...]
+    dropped: tuple[str, ...]
+    """Scores stored before that the re-grade did not reproduce (their case is no longer
+    among its partition's latest records)."""
+
+    @property
+    def judge_asked(self) -> int:
+        return sum(p.judge_asked for p in self.partitions)
+
+    @property
+    def scored(self) -> int:
+        return sum(len(p.scores) for p in self.partitions)
+
+
+def regrade(
+    con: duckdb.DuckDBPyConnection,
+    cases_for: Callable[[str], Mapping[str, Case]],
+    judge: Judge,
+    ask: JudgeAsker | None,
+) -> RegradeReport:
+    """Re-score every stored partition with the current scorers; report what changed.
+
+    `cases_for(fixture_id)` gives a fixture set's cases by id."""
+    before = previous_scores(con)
+    graded: list[GradedPartition] = []
+    changes: list[ScoreChange] = []
+    for partition in stored_partitions(con):
+        cases = cases_for(partition_fixture_id(con, partition))
+        result = grade_partition(con, partition, cases, judge, ask)
+        graded.append(result)
+        changes += score_changes(result, cases, before)
+    seen = {(s.lane, s.model, s.seed, s.case_id) for p in graded for s in p.scores}
+    dropped = sorted(f"{k[0]}/{k[1]}|{k[2]} {k[3]}" for k in before if k not in seen)
+    return RegradeReport(partitions=tuple(graded), changes=tuple(changes), dropped=tuple(dropped))
+
+
+def cases_under(root: Path) -> Callable[[str], Mapping[str, Case]]:
+    """`cases_for` over the fixture sets under `root` (each set loaded and verified once)."""
+
+    @functools.cache
+    def cases_for(fixture_id: str) -> Mapping[str, Case]:
+        fixture_set = load_fixtures(root / fixture_id)
+        return MappingProxyType({case.case_id: case for case in fixture_set.cases})
+
+    return cases_for
