@@ -71,7 +71,7 @@ def final_answer(text: str | None) -> FinalAnswer:
     last_abstain = max((i for i, (tag, _) in enumerate(lines) if tag == "ABSTAIN"), default=None)
     if last_answer is not None:
         value = lines[last_answer][1]
-        placeholder = value.strip().strip(".").lower() in _PLACEHOLDERS
+        placeholder = _is_placeholder(value)
         if value.strip().upper().startswith("ABSTAIN"):
             return FinalAnswer(placement="abstain", raw=value)
         if last_abstain is None or (last_answer > last_abstain and not placeholder):
@@ -80,6 +80,16 @@ def final_answer(text: str | None) -> FinalAnswer:
             return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
     assert last_abstain is not None
     return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
+
+
+def _is_placeholder(value: str) -> bool:
+    """A value filling an answer line, not an answer: N/A, NO, ABSTAIN, or a zero amount in
+    any format ($0, 0.00, USD 0) — it only counts beside an ABSTAIN line."""
+    text = value.strip().strip(".").lower()
+    if text in _PLACEHOLDERS:
+        return True
+    number = _decimal(_CURRENCY_PATTERN.sub("", text))
+    return number is not None and number == 0
 
 
 def answer_text(text: str | None) -> str | None:
