@@ -220,6 +220,62 @@ def ablation(model_name: str, seeds: str) -> None:
     click.echo(matrix.table())
 
 
+@main.command()
+@click.option(
+    "--show", default=40, show_default=True, help="How many changed cases to list (0: none)."
+)
+def regrade(show: int) -> None:
+    """Re-score every stored lane partition with the current readers, checks and judge
+    verdicts, without calling a model (the judge is asked only about replies it never
+    ruled on), and say what changed and why."""
+    from datetime import UTC, datetime
+
+    from eval_pipeline.locks import project_lock
+    from eval_pipeline.scoring.grading import regrade_warehouse
+
+    run_id = f"regrade-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+    with project_lock("evalp regrade"):
+        report = regrade_warehouse(
+            paths.warehouse_path(), paths.fixtures_root(), paths.runs_dir(), run_id
+        )
+    reused = sum(p.judge_reused for p in report.partitions)
+    click.echo(
+        f"re-scored {report.scored} case runs in {len(report.partitions)} partitions; "
+        f"judge asked {report.judge_asked}, stored verdicts reused {reused}"
+    )
+    if not report.changes:
+        click.echo("no score changed")
+    else:
+        click.echo(f"{len(report.changes)} case score(s) changed:")
+        for change in report.changes[:show]:
+            click.echo(
+                f"  {change.partition} {change.case_id}: {change.old} -> {change.new} "
+                f"({change.responsible})"
+            )
+        if len(report.changes) > show:
+            click.echo(f"  ... and {len(report.changes) - show} more")
+    for line in report.dropped[:show]:
+        click.echo(f"  no longer scored: {line}")
+
+
+@main.group()
+def baseline() -> None:
+    """The accepted per-category scores the ship gate compares a candidate with."""
+
+
+@baseline.command("accept")
+@click.option("--model", "model_name", required=True, help="A model scored in the product lane.")
+def baseline_accept(model_name: str) -> None:
+    """Accept the model's current product-lane scores (every stored seed) as its baseline
+    in configs/baselines/<model>.yaml."""
+    from eval_pipeline.scoring.gate import accept_stored_baseline
+
+    path, accepted = accept_stored_baseline(paths.warehouse_path(), model_name)
+    click.echo(f"baseline for {model_name} written to {path}")
+    for category, points in sorted(accepted.categories.items()):
+        click.echo(f"  {category:<18} {points:6.1f}")
+
+
 def _seed_list(text: str) -> list[int]:
     try:
         seeds = [int(part) for part in text.split(",") if part.strip()]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from eval_pipeline.errors import LockedError
+from eval_pipeline.paths import var_dir
 
 
 @contextmanager
@@ -27,19 +28,32 @@ def flocked(path: Path, operation: int) -> Iterator[int]:
 @contextmanager
 def held_exclusively(path: Path, what: str) -> Iterator[None]:
     """Hold the lock file `path` (created if missing) for the block, or raise LockedError
-    naming `what` and the process holding it."""
+    naming what holds it (its `what`, recorded in the file) and its process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            recorded = os.pread(fd, 200, 0).decode("utf-8", "replace").strip().split(" ", 1)
+            holder = recorded[0] or "unknown"
+            holding = recorded[1] if len(recorded) > 1 else what
+            wait = "" if holding == what else f" before {what}"
             raise LockedError(
-                f"{what} is already running (process {holder}, lock {path}); wait for it to finish"
+                f"{holding} is already running (process {holder}, lock {path}); wait for it "
+                f"to finish{wait}"
             ) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+PROJECT_LOCK = "demo.lock"
+"""Held by every command that writes the project's state under var/ (the warehouse, the
+Dagster instance): `evalp demo`, `evalp regrade`."""
+
+
+def project_lock(what: str) -> AbstractContextManager[None]:
+    return held_exclusively(var_dir() / PROJECT_LOCK, what)

@@ -130,6 +130,16 @@ def read_table(conn: duckdb.DuckDBPyConnection, schema: str, name: str) -> pl.Da
     return frame.with_columns([pl.col(column).cast(pl.String) for column in enum_columns])
 
 
+def has_table(conn: duckdb.DuckDBPyConnection, qualified: str) -> bool:
+    """Whether `schema.table` exists (asked without writing: works read-only)."""
+    schema, table = qualified.split(".")
+    row = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+        [schema, table],
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def read_schema(conn: duckdb.DuckDBPyConnection, schema: str) -> dict[str, pl.DataFrame]:
     """Every table of a schema, by name."""
     names = conn.execute(

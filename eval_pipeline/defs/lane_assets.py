@@ -20,7 +20,6 @@ from eval_pipeline.defs.keys import (
     WORLD_ASSET,
 )
 from eval_pipeline.defs.lane_resources import (
-    SIMULATED,
     ModelCallSettings,
     SimulatedProvider,
     model_session,
@@ -43,6 +42,7 @@ from eval_pipeline.lanes.runner import (
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.sessions import SIMULATED
 
 model_partitions = dg.DynamicPartitionsDefinition(name=MODELS_PARTITIONS)
 lane_partitions = dg.MultiPartitionsDefinition(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,10 +14,9 @@ from eval_pipeline import paths
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.providers.sessions import SIM_API_KEY, session_for
 from eval_pipeline.providers.warehouse import JOURNAL_NAME
 from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle, running_sim
-
-SIMULATED = "simulated"
 
 
 class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -27,7 +26,7 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     seed: int = 0
     latency_ms: int = 0
     profile_options_json: str = ""
-    api_key: str = "simulated-provider-accepts-any-key"
+    api_key: str = SIM_API_KEY
 
     @contextmanager
     def running(
@@ -46,21 +45,6 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         ) as handle:
             yield handle
 
-    def base_urls(self, handle: SimHandle, configs: Mapping[str, ModelConfig]) -> dict[str, str]:
-        """The base URL of every simulated config, in the wire format it speaks."""
-        return {
-            name: handle.anthropic_base_url
-            if config.api == "anthropic_messages"
-            else handle.openai_base_url
-            for name, config in configs.items()
-            if config.provider == SIMULATED
-        }
-
-    def api_keys(self, configs: Mapping[str, ModelConfig]) -> dict[str, str]:
-        return {
-            name: self.api_key for name, config in configs.items() if config.provider == SIMULATED
-        }
-
 
 class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
     """How a step's model calls are made: an optional budget cap (USD, per step). Real
@@ -69,22 +53,8 @@ class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     budget_usd: str = ""
 
-    def session(
-        self,
-        *,
-        run_id: str,
-        journal: Path,
-        base_urls: Mapping[str, str],
-        api_keys: Mapping[str, str],
-    ) -> CallSession:
-        budget = BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
-        return CallSession(
-            run_id=run_id,
-            journal_path=journal,
-            budget=budget,
-            base_urls=base_urls,
-            api_keys=api_keys,
-        )
+    def budget(self) -> BudgetGate | None:
+        return BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
 
 
 @contextmanager
@@ -98,14 +68,12 @@ def model_session(
     """A call session for `configs` journaling under runs/<run_id>/, with the simulated
     provider running (and logging every request it gets) while any of them is simulated."""
     run_dir = paths.runs_dir() / run_id
-    simulated = any(config.provider == SIMULATED for config in configs.values())
-    running: AbstractContextManager[SimHandle | None] = (
-        sim.running(request_log=run_dir / SIM_REQUEST_LOG) if simulated else nullcontext()
-    )
-    with running as handle:
-        yield calls.session(
-            run_id=run_id,
-            journal=run_dir / JOURNAL_NAME,
-            base_urls=sim.base_urls(handle, configs) if handle is not None else {},
-            api_keys=sim.api_keys(configs),
-        )
+    with session_for(
+        configs,
+        run_id=run_id,
+        journal=run_dir / JOURNAL_NAME,
+        budget=calls.budget(),
+        start_sim=lambda: sim.running(request_log=run_dir / SIM_REQUEST_LOG),
+        sim_api_key=sim.api_key,
+    ) as session:
+        yield session

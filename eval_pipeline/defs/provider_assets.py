@@ -21,7 +21,7 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.providers.warehouse import JOURNAL_NAME
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
@@ -64,22 +64,24 @@ def provider_calibration_asset(
     for note in scan.skipped():
         context.log.warning(note)
 
-    async def calibrate(base_urls: dict[str, str]) -> list[PlantedCalibration]:
-        async with CallSession(
-            run_id=run_id,
-            journal_path=journal,
-            warehouse=Path(warehouse.path),
-            base_urls=base_urls,
-            api_keys=sim.api_keys(configs),
-        ) as session:
-            return await calibrate_planted_configs(session, configs)
-
     # The sim keeps its own record of every request beside the journal: what the
     # provider saw and billed, to compare with what was journaled (even after a crash).
-    with sim.running(
-        profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
-    ) as handle:
-        reports = asyncio.run(calibrate(sim.base_urls(handle, configs)))
+    with session_for(
+        configs,
+        run_id=run_id,
+        journal=journal,
+        start_sim=lambda: sim.running(
+            profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
+        ),
+        sim_api_key=sim.api_key,
+        warehouse=Path(warehouse.path),
+    ) as session:
+
+        async def calibrate() -> list[PlantedCalibration]:
+            async with session:
+                return await calibrate_planted_configs(session, configs)
+
+        reports = asyncio.run(calibrate())
     mismatches = [f"{r.model}: {m}" for r in reports for m in r.mismatches]
     return dg.MaterializeResult(
         metadata={

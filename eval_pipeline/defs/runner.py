@@ -29,13 +29,13 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.lanes.sweep import load_sweep_config
-from eval_pipeline.locks import held_exclusively
+from eval_pipeline.locks import PROJECT_LOCK, project_lock
 from eval_pipeline.providers.warehouse import load_pending_journals
 
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo
 
-DEMO_LOCK = "demo.lock"
+DEMO_LOCK = PROJECT_LOCK
 DEMO_TAG = "evalp/launched_by"
 IN_PROGRESS = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -163,7 +163,7 @@ def run_main_job() -> MainJobOutcome:
     """
     home = paths.prepared_dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
-    with held_exclusively(paths.var_dir() / DEMO_LOCK, "evalp demo"):
+    with project_lock("evalp demo"):
         crash_point("demo.locked")
         warnings = stages.check_main_job_inputs(paths.default_world_config())
         from eval_pipeline.definitions import defs

@@ -18,6 +18,7 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_journal
+from eval_pipeline.warehouse import has_table
 
 SCHEMA = "runs"
 TABLE = "runs.call_envelopes"
@@ -170,12 +171,8 @@ def _load(journal: Path, con: duckdb.DuckDBPyConnection, batch_size: int) -> int
 def pending_journals(runs_root: Path, con: duckdb.DuckDBPyConnection) -> list[Path]:
     """Journals under `runs_root` (`<run>/envelopes.jsonl`) not loaded in full: never
     loaded, or grown since (a process killed before its session closed)."""
-    exists = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
-        LOADS_TABLE.split("."),
-    ).fetchone()
     loaded: dict[str, int] = {}
-    if exists and exists[0]:
+    if has_table(con, LOADS_TABLE):
         loaded = dict(con.execute(f"SELECT journal, bytes FROM {LOADS_TABLE}").fetchall())
     return [
         path

@@ -24,7 +24,9 @@ from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.aggregate import ALL, LaneSummary
+from eval_pipeline.scoring.aggregate import ALL, LaneSummary, summarize_lane
+from eval_pipeline.scoring.store import read_scores
+from eval_pipeline.warehouse import connect
 
 GATE_LANE = "product"
 
@@ -88,6 +90,34 @@ def load_baseline(model: str, directory: Path | None = None) -> Baseline | None:
     return load_yaml_config(Baseline, path)
 
 
+def accept_stored_baseline(
+    warehouse: Path, model: str, directory: Path | None = None
+) -> tuple[Path, Baseline]:
+    """`evalp baseline accept`: the model's stored product-lane scores become its baseline.
+    Refused when it has none, or cases never heard (‡, †): a baseline with holes would let
+    a later drop in exactly those cases pass unseen."""
+    con = connect(warehouse, read_only=True)
+    try:
+        rows = [s for s in read_scores(con, lane=GATE_LANE) if s.model == model]
+    finally:
+        con.close()
+    if not rows:
+        raise ConfigError(
+            f"no product-lane scores for {model} in {warehouse}; run the sweep (evalp demo) first"
+        )
+    summary = summarize_lane(GATE_LANE, model, rows)
+    holes = summary.unhealed_infra_errors + summary.row(ALL).budget_stopped
+    if holes:
+        raise ConfigError(
+            f"{model} has {holes} case run(s) never heard (‡/†) in the product lane; heal them "
+            "(re-materialize their partitions) before accepting a baseline"
+        )
+    path = accept_baseline(summary, directory)
+    baseline = load_baseline(model, path.parent)
+    assert baseline is not None
+    return path, baseline
+
+
 def accept_baseline(summary: LaneSummary, directory: Path | None = None) -> Path:
     """Write the summary's category means as the model's baseline (product lane only)."""
     if summary.lane != GATE_LANE:
@@ -129,12 +159,13 @@ def evaluate_gate(
         },
     )
     drops: dict[str, float] = {}
+    other_fixtures = baseline is not None and baseline.fixture_id != summary.fixture_id
     if baseline is None:
         notices.append(
             f"NO BASELINE for {summary.model}: the category rule passes by default on this first "
             "run; accept one with `evalp baseline accept` so later runs are compared with it"
         )
-    else:
+    elif not other_fixtures:
         for row in summary.rows:
             before = baseline.categories.get(row.category)
             if row.category == ALL or before is None or row.mean is None:
@@ -144,9 +175,14 @@ def evaluate_gate(
                 drops[row.category] = float(fall)
     drop = RuleResult(
         rule=DROP_RULE,
-        passed=not drops,
+        passed=not drops and not other_fixtures,
         detail="no baseline yet"
         if baseline is None
+        else (
+            f"the baseline was accepted on fixture set {baseline.fixture_id}, these scores are "
+            f"on {summary.fixture_id}: not comparable; accept a baseline on this fixture set"
+        )
+        if other_fixtures
         else (
             f"dropped more than {config.max_category_drop} points: {drops}"
             if drops

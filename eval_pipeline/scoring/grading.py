@@ -19,8 +19,18 @@ from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.records import CaseRun
 from eval_pipeline.lanes.store import CASE_OUTCOMES, ensure_lane_tables
+from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.sessions import session_for
+from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.judge import Judge, store_verdicts, stored_verdicts, verdict_key
+from eval_pipeline.scoring.judge import (
+    Judge,
+    judge_in_session,
+    load_judge,
+    store_verdicts,
+    stored_verdicts,
+    verdict_key,
+)
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
 from eval_pipeline.scoring.store import (
     read_partition,
@@ -28,6 +38,8 @@ from eval_pipeline.scoring.store import (
     score_partition,
     write_scores,
 )
+from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_sim
+from eval_pipeline.warehouse import connect
 
 JudgeItems = Mapping[str, tuple[Case, str | None]]
 JudgeAsker = Callable[[JudgeItems], Mapping[str, JudgeVerdict]]
@@ -243,3 +255,40 @@ def cases_under(root: Path) -> Callable[[str], Mapping[str, Case]]:
         return MappingProxyType({case.case_id: case for case in fixture_set.cases})
 
     return cases_for
+
+
+def judge_asker(judge: Judge, run_id: str, runs_root: Path) -> JudgeAsker:
+    """Ask `judge` in a session of its own (journal and, for the simulated provider, its
+    request log under runs_root/run_id); nothing starts until there is something to ask."""
+
+    def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
+        config = scan_model_configs().require([judge.model])[judge.model]
+        run_dir = runs_root / run_id
+        with session_for(
+            {judge.model: config},
+            run_id=run_id,
+            journal=run_dir / JOURNAL_NAME,
+            start_sim=lambda: running_sim(request_log=run_dir / SIM_REQUEST_LOG),
+        ) as session:
+            return judge_in_session(session, config, judge, items)
+
+    return ask
+
+
+def regrade_warehouse(
+    warehouse: Path, fixtures_root: Path, runs_root: Path, run_id: str, judge: Judge | None = None
+) -> RegradeReport:
+    """`evalp regrade`: every stored partition re-scored in place; the judge's calls (only
+    for replies it never ruled on) journaled under runs_root/run_id and loaded."""
+    judge = judge or load_judge()
+    con = connect(warehouse)
+    try:
+        report = regrade(
+            con, cases_under(fixtures_root), judge, judge_asker(judge, run_id, runs_root)
+        )
+        journal = runs_root / run_id / JOURNAL_NAME
+        if journal.exists():
+            load_journal(journal, con)
+    finally:
+        con.close()
+    return report

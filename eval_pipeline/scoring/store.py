@@ -21,6 +21,7 @@ from eval_pipeline.lanes.records import CaseRun, FirstCall, TraceEvent
 from eval_pipeline.lanes.store import CASE_OUTCOMES, TRACE_EVENTS, ensure_lane_tables
 from eval_pipeline.providers.warehouse import OUTCOMES_VIEW, ensure_envelope_table
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
+from eval_pipeline.warehouse import has_table
 
 CASE_SCORES = "runs.case_scores"
 _COLUMNS = """
@@ -169,7 +170,9 @@ def write_scores(
 
 
 def read_scores(con: duckdb.DuckDBPyConnection, lane: str | None = None) -> list[CaseScore]:
-    ensure_score_table(con)
+    """Stored scores (none before any partition was scored); works read-only."""
+    if not has_table(con, CASE_SCORES):
+        return []
     query = (
         f"SELECT * FROM {CASE_SCORES}"
         + (" WHERE lane = ?" if lane else "")

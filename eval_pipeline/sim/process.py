@@ -37,6 +37,10 @@ class SimHandle:
         self._stderr_path = stderr_path
         self._client = httpx.Client(base_url=base_url, timeout=30.0, trust_env=False)
 
+    def base_url_for(self, api: str) -> str:
+        """The base URL for a model config's wire API (Anthropic Messages or OpenAI)."""
+        return self.anthropic_base_url if api == "anthropic_messages" else self.openai_base_url
+
     def _get(self, path: str) -> Any:
         response = self._client.get(path)
         if response.status_code != 200:

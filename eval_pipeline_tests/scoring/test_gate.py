@@ -119,3 +119,10 @@ def test_a_drop_of_exactly_the_limit_passes_whatever_floats_make_of_it() -> None
     )
     result = evaluate_gate(summary.model_copy(update={"rows": rows}), baseline_at(64.4), CONFIG)
     assert result.rule(DROP_RULE).passed, result.rule(DROP_RULE).detail
+
+
+def test_a_baseline_from_another_fixture_set_is_not_compared_and_fails_the_rule() -> None:
+    other = baseline_at(80).model_copy(update={"fixture_id": "fx-older"})
+    result = evaluate_gate(product_summary(80), other, CONFIG)
+    rule = result.rule(DROP_RULE)
+    assert not rule.passed and "fx-older" in rule.detail and "not comparable" in rule.detail

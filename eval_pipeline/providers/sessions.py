@@ -1,0 +1,54 @@
+"""A call session for a set of model configs, with the simulated provider running while
+any of them is simulated: one way to open one, for the lanes, the judge and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+
+from eval_pipeline.providers.budget import BudgetGate
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.sim.process import SimHandle, running_sim
+
+SIMULATED = "simulated"
+SIM_API_KEY = "simulated-provider-accepts-any-key"
+"""A placeholder, not a secret: the simulated provider ignores keys."""
+
+StartSim = Callable[[], AbstractContextManager[SimHandle]]
+
+
+def simulated(configs: Mapping[str, ModelConfig]) -> dict[str, ModelConfig]:
+    return {name: config for name, config in configs.items() if config.provider == SIMULATED}
+
+
+@contextmanager
+def session_for(
+    configs: Mapping[str, ModelConfig],
+    *,
+    run_id: str,
+    journal: Path,
+    budget: BudgetGate | None = None,
+    start_sim: StartSim | None = None,
+    sim_api_key: str = SIM_API_KEY,
+    warehouse: Path | None = None,
+) -> Iterator[CallSession]:
+    """A new (not yet entered) session journaling to `journal`; simulated configs point at
+    a simulated provider started by `start_sim` (default: one logging nothing) and stopped
+    when the block ends. Real configs read their keys from the environment as usual."""
+    fake = simulated(configs)
+    starting: AbstractContextManager[SimHandle | None] = (
+        (start_sim or running_sim)() if fake else nullcontext()
+    )
+    with starting as handle:
+        yield CallSession(
+            run_id=run_id,
+            journal_path=journal,
+            budget=budget,
+            base_urls={name: handle.base_url_for(config.api) for name, config in fake.items()}
+            if handle is not None
+            else {},
+            api_keys={name: sim_api_key for name in fake},
+            warehouse=warehouse,
+        )
