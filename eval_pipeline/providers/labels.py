@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
@@ -70,33 +71,81 @@ Grader = Callable[[GradeInput], bool]
 AnswerReader = Callable[[str | None], str | None]
 
 
-def expect_answer(expected: str, kind: AnswerKind = "text", currency: str = "USD") -> Grader:
+def expect_answer(
+    expected: str, kind: AnswerKind = "text", currency: str = "USD", tolerance: str = "0"
+) -> Grader:
     """Right when the reply's answer, read as `kind` (money, percent, ids...), equals
     `expected` read the same way: `$2,480.10` is `2480.10`, `15000.00` is `15000`."""
-    target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
+    check = answer_check(expected, kind, currency, tolerance)
 
     def grade(reply: GradeInput) -> bool:
-        if reply.answer is None or reply.answer.startswith("ABSTAIN"):
-            return False
-        return read_value(kind, reply.answer, currency=currency).value == target
+        return check(reply.answer)
 
     return grade
+
+
+def answer_check(
+    expected: str, kind: AnswerKind = "text", currency: str = "USD", tolerance: str = "0"
+) -> Callable[[str | None], bool]:
+    """What :func:`expect_answer` decides, as a pure function of the answer read from the
+    reply (so a bulk re-label can decide each distinct answer once).
+
+    As the scorer reads it (:func:`eval_pipeline.scoring.readers.grade_answer`): on an
+    abstention case (`kind` "abstain") only an abstention is right, elsewhere an abstention
+    is wrong; an answer that does not read as `kind` is wrong; amounts, percentages and
+    counts are right within `tolerance`."""
+    target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
+    within = Decimal(tolerance)
+    numeric = kind in ("money", "percent", "integer") and target is not None
+
+    def check(answer: str | None) -> bool:
+        if answer is None:
+            return False
+        if kind == "abstain":
+            return answer.startswith("ABSTAIN")
+        if answer.startswith("ABSTAIN"):
+            return False
+        value = read_value(kind, answer, currency=currency).value
+        if value is None:
+            return False
+        if numeric and within:
+            assert target is not None
+            return abs(Decimal(value) - Decimal(target)) <= within
+        return value == target
+
+    return check
 
 
 def expect_tool_call(name: str, arguments: Mapping[str, Any]) -> Grader:
-    """Right when the first tool call has this name and these arguments, as a structure."""
-    wanted = json.loads(json.dumps(arguments))
+    """Right when the first tool call has this name and, as structures, these arguments;
+    arguments not listed (a free-form SQL query, say) are not compared, as a case's
+    `expected_first_call` says."""
+    check = first_call_check(name, arguments)
 
     def grade(reply: GradeInput) -> bool:
-        if not reply.response.tool_calls:
-            return False
-        first = reply.response.tool_calls[0]
-        try:
-            return first.name == name and first.parsed_arguments() == wanted
-        except ValueError:
-            return False
+        calls = reply.response.tool_calls
+        return bool(calls) and check(calls[0].name, calls[0].arguments)
 
     return grade
+
+
+def first_call_check(name: str, arguments: Mapping[str, Any]) -> Callable[[str, str], bool]:
+    """What :func:`expect_tool_call` decides, as a pure function of the first call's name
+    and raw arguments: arguments that are not a JSON object never match."""
+    wanted = json.loads(json.dumps(arguments))
+
+    def check(call_name: str, raw_arguments: str) -> bool:
+        if call_name != name:
+            return False
+        try:
+            parsed = json.loads(raw_arguments)
+        except ValueError:
+            return False
+        return isinstance(parsed, dict) and all(
+            key in parsed and parsed[key] == value for key, value in wanted.items()
+        )
+
+    return check
 
 
 class LabelResult(FrozenRecord):
@@ -110,17 +159,23 @@ class LabelResult(FrozenRecord):
 
 def tool_call_problem(call: ToolCall, tools: Iterable[ToolSpec]) -> str | None:
     """Why a tool call is malformed (tool not offered, arguments invalid), or None."""
-    spec = next((tool for tool in tools if tool.name == call.name), None)
+    return call_problem(call.name, call.arguments, tools)
+
+
+def call_problem(name: str, raw_arguments: str, tools: Iterable[ToolSpec]) -> str | None:
+    """:func:`tool_call_problem` as a pure function of the call's name and raw arguments
+    (so a bulk re-label can decide each distinct call once)."""
+    spec = next((tool for tool in tools if tool.name == name), None)
     if spec is None:
-        return f"tool {call.name!r} was not offered"
+        return f"tool {name!r} was not offered"
     try:
-        arguments = call.parsed_arguments()
+        arguments = json.loads(raw_arguments)
     except ValueError:
-        return f"arguments of {call.name!r} are not valid JSON"
+        return f"arguments of {name!r} are not valid JSON"
     if not isinstance(arguments, dict):
-        return f"arguments of {call.name!r} are not a JSON object"
+        return f"arguments of {name!r} are not a JSON object"
     problem = schema_problem(arguments, spec.input_schema)
-    return f"arguments of {call.name!r}: {problem}" if problem else None
+    return f"arguments of {name!r}: {problem}" if problem else None
 
 
 def _drop_cause(cause: FailureCause | None) -> DropCause | None:

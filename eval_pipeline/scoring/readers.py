@@ -24,10 +24,36 @@ from eval_pipeline.records import FrozenRecord
 
 Placement = Literal["answer", "abstain", "none"]
 
+ANSWER_TAGS: tuple[str, ...] = ("ANSWER", "ABSTAIN")
 _LINE = re.compile(
-    r"^[\s>*_\-#`]*(ANSWER|ABSTAIN)[\s*_`]*:[\s*_`]*(?P<value>.*?)[\s*_`]*$",
+    rf"^[\s>*_\-#`]*({'|'.join(ANSWER_TAGS)})[\s*_`]*:[\s*_`]*(?P<value>.*?)[\s*_`]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+TAG_LETTERS: dict[str, str] = {
+    "A": "aA",
+    "B": "bB",
+    "E": "eE",
+    "I": "iIİı",
+    "N": "nN",
+    "R": "rR",
+    "S": "sSſ",
+    "T": "tT",
+    "W": "wW",
+}
+"""Every character Python's `re.IGNORECASE` lets match each letter of the tags (a test
+recomputes it over all of Unicode)."""
+ANSWER_SUFFIX_REGEX = (
+    r"(?sm)^[^\n]*?(?:"
+    + "|".join("".join(f"[{TAG_LETTERS[c]}]" for c in tag) for tag in ANSWER_TAGS)
+    + r").*"
+)
+"""A polars (Rust regex) pattern matching a reply from the start of the first line that
+holds anything the answer line could read as a tag, to the end: `answer_text` gives the
+same for the match as for the whole reply, and None when nothing matches. Reasoning before
+the answer lines is cut off, so a bulk reader reads each distinct ending once. (A line of
+`_LINE` starts at a line start and only `[\s>*_-#`]` can stand before its tag, so a match
+beginning on an earlier line reads the same tag and value as one beginning on the tag's
+own line; no tag-like letters, no match.)"""
 _PLACEHOLDERS = frozenset(
     {"", "n/a", "na", "none", "$0", "0", "no", "abstain", "-", "unknown", "null"}
 )
@@ -44,6 +70,8 @@ _CURRENCY_WORDS: dict[str, str] = {
     "yen": "JPY",
 }
 _CURRENCY_PATTERN = re.compile(r"us\$|usd|eur|gbp|jpy|yen|[$€£¥]", re.IGNORECASE)
+_GROUPED = re.compile(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?")
+_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)")
 _CONTRACT_CURRENCY = re.compile(r"\$<amount in (USD)|<amount in ([A-Z]{3})>")
 
 
@@ -64,22 +92,28 @@ class ReadValue(FrozenRecord):
 
 def final_answer(text: str | None) -> FinalAnswer:
     """The final answer line of a reply (see the module docstring)."""
+    placement, raw = _final(text)
+    return FinalAnswer(placement=placement, raw=raw)
+
+
+def _final(text: str | None) -> tuple[Placement, str | None]:
+    """:func:`final_answer` as a plain tuple (the bulk re-label reads many replies)."""
     lines = [(m.group(1).upper(), m.group("value").strip()) for m in _LINE.finditer(text or "")]
     if not lines:
-        return FinalAnswer(placement="none", raw=None)
+        return "none", None
     last_answer = max((i for i, (tag, _) in enumerate(lines) if tag == "ANSWER"), default=None)
     last_abstain = max((i for i, (tag, _) in enumerate(lines) if tag == "ABSTAIN"), default=None)
     if last_answer is not None:
         value = lines[last_answer][1]
         placeholder = _is_placeholder(value)
         if value.strip().upper().startswith("ABSTAIN"):
-            return FinalAnswer(placement="abstain", raw=value)
+            return "abstain", value
         if last_abstain is None or (last_answer > last_abstain and not placeholder):
-            return FinalAnswer(placement="answer", raw=value)
+            return "answer", value
         if last_abstain > last_answer or placeholder:
-            return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
+            return "abstain", lines[last_abstain][1]
     assert last_abstain is not None
-    return FinalAnswer(placement="abstain", raw=lines[last_abstain][1])
+    return "abstain", lines[last_abstain][1]
 
 
 def _is_placeholder(value: str) -> bool:
@@ -95,11 +129,11 @@ def _is_placeholder(value: str) -> bool:
 def answer_text(text: str | None) -> str | None:
     """The answer a reply gives, as the call classifier stores it: the final ANSWER line's
     value, ``ABSTAIN: <reason>`` for an abstention, None when the reply gives neither."""
-    final = final_answer(text)
-    if final.placement == "abstain":
-        return f"ABSTAIN: {final.raw or ''}".rstrip(": ").rstrip() if final.raw else "ABSTAIN"
-    if final.placement == "answer":
-        return final.raw or None
+    placement, raw = _final(text)
+    if placement == "abstain":
+        return f"ABSTAIN: {raw or ''}".rstrip(": ").rstrip() if raw else "ABSTAIN"
+    if placement == "answer":
+        return raw or None
     return None
 
 
@@ -115,9 +149,9 @@ def _decimal(text: str) -> Decimal | None:
     cleaned = text.strip().replace("\u2212", "-")
     negative = cleaned.startswith("(") and cleaned.endswith(")")
     cleaned = cleaned.strip("()").replace(" ", "").replace("\u202f", "").replace("\u00a0", "")
-    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", cleaned):
+    if _GROUPED.fullmatch(cleaned):
         cleaned = cleaned.replace(",", "")
-    if not re.fullmatch(r"[-+]?(\d+(\.\d*)?|\.\d+)", cleaned):
+    if not _NUMBER.fullmatch(cleaned):
         return None
     try:
         number = Decimal(cleaned)
