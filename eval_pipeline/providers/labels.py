@@ -33,7 +33,13 @@ from eval_pipeline.fixtures.case import AnswerKind
 from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.providers.types import ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.readers import answer_text, read_value
+from eval_pipeline.scoring.readers import (
+    AnswerTextReader,
+    answer_text,
+    canonical_json,
+    read_answer_line,
+    read_value,
+)
 
 Label = Literal["drop", "empty", "truncated", "schema", "wrong", "right"]
 LABELS: tuple[Label, ...] = ("drop", "empty", "truncated", "schema", "wrong", "right")
@@ -67,12 +73,17 @@ class GradeInput(FrozenRecord):
 
 
 Grader = Callable[[GradeInput], bool]
-AnswerReader = Callable[[str | None], str | None]
+AnswerReader = AnswerTextReader
+"""Reads a reply's answer for the classifier: a value, or the problem that makes the reply
+a schema failure (no answer line; a JSON answer breaking its schema)."""
 
 
 def expect_answer(expected: str, kind: AnswerKind = "text", currency: str = "USD") -> Grader:
     """Right when the reply's answer, read as `kind` (money, percent, ids...), equals
     `expected` read the same way: `$2,480.10` is `2480.10`, `15000.00` is `15000`."""
+    if kind == "json":
+        structure = canonical_json(json.loads(expected))
+        return lambda reply: reply.answer == structure
     target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
 
     def grade(reply: GradeInput) -> bool:
@@ -137,7 +148,7 @@ def classify(
     *,
     failure_cause: FailureCause | None = None,
     grader: Grader | None = None,
-    read_answer: AnswerReader = extract_answer,
+    read_answer: AnswerReader = read_answer_line,
 ) -> LabelResult:
     """Label one call's final outcome; precedence drop > truncated > empty > schema > graded.
 
@@ -162,9 +173,10 @@ def classify(
         problem = tool_call_problem(call, offered)
         if problem:
             return LabelResult(label="schema", reason=f"schema: {problem}")
-    answer = read_answer(response.text)
+    read = read_answer(response.text)
+    answer = read.value
     if not response.tool_calls and answer is None:
-        return LabelResult(label="schema", reason="schema: no answer line in the text")
+        return LabelResult(label="schema", reason=f"schema: {read.problem}")
     if grader is None:
         return LabelResult(label=None, reason="well-formed, not graded", answer=answer)
     right = grader(GradeInput(response=response, answer=answer))

@@ -138,6 +138,7 @@ def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Pa
         [request] = result.dynamic_partitions_requests or []
         assert sorted(request.partition_keys) == [
             "sim-flaky-heal",
+            "sim-judge",
             "sim-small",
             "sim-strong",
             "sim-tool-responder-openai",
