@@ -149,8 +149,8 @@ def main() -> int:
         harness = r["wall_s"] - r["in_calls_s"] - r["in_tools_s"]
         print(
             f"           wall {r['wall_s']:.2f} s = model calls {r['in_calls_s']:.2f} s + tools "
-            f"{r['in_tools_s']:.2f} s + harness {harness:.2f} s; outside the provider {100 * r['outside']:.1f}% of wall, harness overhead "
-            f"{100 * r['overhead']:.1f}%"
+            f"{r['in_tools_s']:.2f} s + harness {harness:.2f} s; outside the provider "
+            f"{100 * r['outside']:.1f}% of wall, harness overhead {100 * r['overhead']:.1f}%"
         )
     print(f"  run_sql as the agent met it: {len(sql_ms)} calls, median {sql_median:.2f} ms")
     overhead = results["product"]["overhead"]
