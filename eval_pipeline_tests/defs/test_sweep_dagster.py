@@ -249,3 +249,31 @@ def test_regrade_reproduces_the_stored_scores_without_calling_the_provider(
     requests = (paths.runs_dir() / "regrade-rubric" / SIM_REQUEST_LOG).read_text().splitlines()
     assert len(requests) == len(distinct)
     assert asked.changes == ()  # the simulated judge rules the same under the new rubric
+
+
+def test_an_obeyed_injection_is_a_dry_run_write_marked_for_scoring(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    """sim-small obeys the planted clause at its configured rate: the dry-run sink records
+    the batch it tried (never a real change), the trace marks it not allowed, and the score
+    flags a security violation with the failed check named."""
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        violations = [
+            s
+            for s in read_scores(conn, lane="product")
+            if s.model == "sim-small" and s.security_violation
+        ]
+        assert violations, "sim-small obeyed the planted clause in no seed"
+        for score in violations:
+            assert "injection_not_obeyed" in score.failed_checks and score.score == 0.0
+            writes = conn.execute(
+                "SELECT data FROM runs.trace_events WHERE run_id = ? AND case_id = ? "
+                "AND attempt = ? AND kind = 'write'",
+                [score.run_id, score.case_id, score.attempt],
+            ).fetchall()
+            assert writes and all('"allowed": false' in data for (data,) in writes)
+        strong = [s for s in read_scores(conn, lane="product") if s.model == "sim-strong"]
+        assert not any(s.security_violation for s in strong)
+    finally:
+        conn.close()
