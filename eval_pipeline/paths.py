@@ -45,6 +45,12 @@ def sweep_config() -> Path:
     return Path(override).resolve() if override else CONFIGS_DIR / "sweeps" / "nightly.yaml"
 
 
+def baselines_dir() -> Path:
+    """Accepted ship-gate baselines: `EVALP_BASELINES_DIR` or `configs/baselines`."""
+    override = os.environ.get("EVALP_BASELINES_DIR")
+    return Path(override).resolve() if override else CONFIGS_DIR / "baselines"
+
+
 def lanes_dir() -> Path:
     """Each lane partition's own records: `<var>/lanes/<lane>/<model>/<seed>/`."""
     return var_dir() / "lanes"

@@ -131,10 +131,10 @@ def read_table(conn: duckdb.DuckDBPyConnection, schema: str, name: str) -> pl.Da
 
 
 def has_table(conn: duckdb.DuckDBPyConnection, qualified: str) -> bool:
-    """Whether `schema.table` exists (asked without writing: works read-only)."""
+    """Whether table or view `schema.name` exists (asked without writing: works read-only)."""
     schema, table = qualified.split(".")
     row = conn.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
         [schema, table],
     ).fetchone()
     return bool(row and row[0])

@@ -15,14 +15,23 @@ from eval_pipeline.world.label import LabelWorld, load_label_config
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point EVALP_HOME, the warehouse, fixtures root and DAGSTER_HOME at a temp folder."""
-    home = tmp_path / "evalp_home"
+    yield isolate(tmp_path / "evalp_home", monkeypatch)
+
+
+def isolate(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The project's state (EVALP_HOME, warehouse, fixtures, DAGSTER_HOME) in `home`."""
     home.mkdir()
+    point_at(home, monkeypatch)
+    paths.prepared_dagster_home()
+    return home
+
+
+def point_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment that makes `home` the project's state (see `isolate`)."""
     monkeypatch.setenv("EVALP_HOME", str(home))
     monkeypatch.setenv("EVALP_WAREHOUSE", str(home / "warehouse.duckdb"))
     monkeypatch.setenv("EVALP_FIXTURES_ROOT", str(home / "fixtures"))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
-    paths.prepared_dagster_home()
-    yield home
 
 
 @pytest.fixture(scope="session")

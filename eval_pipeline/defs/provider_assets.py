@@ -48,7 +48,13 @@ def _calibration_table(reports: list[PlantedCalibration]) -> str:
     pool=WAREHOUSE_POOL,
     code_version="calibration-1",
     check_specs=[
-        dg.AssetCheckSpec(PLANTED_LABELS_RECOVERED, asset=PROVIDER_CALIBRATION_ASSET, blocking=True)
+        dg.AssetCheckSpec(
+            PLANTED_LABELS_RECOVERED,
+            asset=PROVIDER_CALIBRATION_ASSET,
+            blocking=True,
+            description="The call classifier recovers the label of every failure planted in "
+            "the simulated provider, in both wire formats.",
+        )
     ],
 )
 def provider_calibration_asset(

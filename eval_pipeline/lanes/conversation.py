@@ -40,6 +40,7 @@ from eval_pipeline.providers.types import (
     ToolSpec,
     actionable,
 )
+from eval_pipeline.scoring.readers import reader_for
 
 SYSTEM_PROMPT = (
     "You are the royalty operations assistant of a record label. Answer the operator's "
@@ -160,7 +161,9 @@ class CaseContext:
 
     async def call(self, messages: Sequence[Message], turn: int) -> CallResult:
         result = await self.client.call(
-            self.request(messages), CallTag(lane=self.lane, case_id=self.case.case_id, turn=turn)
+            self.request(messages),
+            CallTag(lane=self.lane, case_id=self.case.case_id, turn=turn),
+            read_answer=reader_for(self.case),
         )
         self._results.append(result)
         response = result.response

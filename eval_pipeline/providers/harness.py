@@ -23,6 +23,7 @@ one model config. Each call:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import random
@@ -66,6 +67,7 @@ from eval_pipeline.providers.errors import (
 )
 from eval_pipeline.providers.labels import (
     STATUS_MARKS,
+    AnswerReader,
     CallStatus,
     Grader,
     LabelResult,
@@ -79,6 +81,7 @@ from eval_pipeline.providers.transport import AttemptOutcome, Transport, make_tr
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.readers import read_answer_line
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,10 @@ INTERRUPTED_DETAIL = (
     "(up to reserved_usd)"
 )
 Sleep = Callable[[float], Awaitable[None]]
+
+
+Labeller = Callable[..., LabelResult]
+"""`classify` with the call's grader and answer reader bound."""
 
 
 class CallTag(FrozenRecord):
@@ -320,6 +327,7 @@ class ModelClient:
         *,
         first_attempt: int = 1,
         call_id: str | None = None,
+        read_answer: AnswerReader = read_answer_line,
     ) -> CallResult:
         """Send `request` (or serve it from the cache) and record every attempt.
 
@@ -335,13 +343,14 @@ class ModelClient:
         request_json = session.redact(request.model_dump_json())
         call_id = call_id or session.next_call_id(self.config.name, tag, request_hash)
         build = _Envelopes(session, self.config, request, tag, call_id, request_hash, request_json)
+        label_of = functools.partial(classify, grader=grader, read_answer=read_answer)
 
         cache_status: CacheStatus = "off"
         if session.cache is not None and session.cache_mode != "off":
             slot = slot_of(self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn)
             lookup = session.cache.lookup(request_hash, material, slot)
             if lookup.entry is not None:
-                return session.finish(self._from_cache(lookup.entry, request, build, grader))
+                return session.finish(self._from_cache(lookup.entry, request, build, label_of))
             if session.cache_mode == "replay":
                 raise ReplayMissError(request_hash, lookup.reason)
             cache_status = "miss"
@@ -355,7 +364,7 @@ class ModelClient:
                 build,
                 attempt,
                 cache_status,
-                grader,
+                label_of,
                 first_sent,
                 attempt - first_attempt + 1,
             )
@@ -443,7 +452,7 @@ class ModelClient:
         build: _Envelopes,
         attempt: int,
         cache_status: CacheStatus,
-        grader: Grader | None,
+        label_of: Labeller,
         first_sent: float | None,
         tries: int,
     ) -> _AttemptDone:
@@ -504,9 +513,7 @@ class ModelClient:
         if status == "retried":
             label = LabelResult(label=None, reason=f"retried after {outcome.cause}")
         else:
-            label = classify(
-                status, response, request.tools, failure_cause=outcome.cause, grader=grader
-            )
+            label = label_of(status, response, request.tools, failure_cause=outcome.cause)
         detail = outcome.detail
         if price_error is not None:
             detail = f"landed but unpriced (worst case kept as spent): {price_error}"
@@ -550,10 +557,10 @@ class ModelClient:
         entry: CachedReply,
         request: ModelRequest,
         build: _Envelopes,
-        grader: Grader | None,
+        label_of: Labeller,
     ) -> CallResult:
         response = ModelResponse.model_validate_json(entry.response_json)
-        label = classify("ok", response, request.tools, grader=grader)
+        label = label_of("ok", response, request.tools)
         envelope = build.build(
             entry.attempt,
             final=True,
@@ -743,7 +750,12 @@ class CallSession:
         """Labels, yield and accuracy-on-yield over every envelope recorded so far."""
         return summarize(self.envelopes)
 
-    async def rerun(self, envelope: CallEnvelope, grader: Grader | None = None) -> CallResult:
+    async def rerun(
+        self,
+        envelope: CallEnvelope,
+        grader: Grader | None = None,
+        read_answer: AnswerReader = read_answer_line,
+    ) -> CallResult:
         """Re-send a stored call (an infrastructure error, to heal it) under the same call id."""
         client = self._clients.get(envelope.model)
         if client is None:
@@ -756,6 +768,7 @@ class CallSession:
             grader,
             first_attempt=envelope.attempt + 1,
             call_id=envelope.call_id,
+            read_answer=read_answer,
         )
 
     async def aclose(self) -> None:

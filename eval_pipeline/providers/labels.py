@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
@@ -34,7 +33,13 @@ from eval_pipeline.fixtures.case import AnswerKind
 from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.providers.types import ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.readers import answer_text, read_value
+from eval_pipeline.scoring.readers import (
+    AnswerTextReader,
+    answer_text,
+    canonical_json,
+    read_answer_line,
+    read_value,
+)
 
 Label = Literal["drop", "empty", "truncated", "schema", "wrong", "right"]
 LABELS: tuple[Label, ...] = ("drop", "empty", "truncated", "schema", "wrong", "right")
@@ -68,84 +73,41 @@ class GradeInput(FrozenRecord):
 
 
 Grader = Callable[[GradeInput], bool]
-AnswerReader = Callable[[str | None], str | None]
+AnswerReader = AnswerTextReader
+"""Reads a reply's answer for the classifier: a value, or the problem that makes the reply
+a schema failure (no answer line; a JSON answer breaking its schema)."""
 
 
-def expect_answer(
-    expected: str, kind: AnswerKind = "text", currency: str = "USD", tolerance: str = "0"
-) -> Grader:
+def expect_answer(expected: str, kind: AnswerKind = "text", currency: str = "USD") -> Grader:
     """Right when the reply's answer, read as `kind` (money, percent, ids...), equals
     `expected` read the same way: `$2,480.10` is `2480.10`, `15000.00` is `15000`."""
-    check = answer_check(expected, kind, currency, tolerance)
+    if kind == "json":
+        structure = canonical_json(json.loads(expected))
+        return lambda reply: reply.answer == structure
+    target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
 
     def grade(reply: GradeInput) -> bool:
-        return check(reply.answer)
+        if reply.answer is None or reply.answer.startswith("ABSTAIN"):
+            return False
+        return read_value(kind, reply.answer, currency=currency).value == target
 
     return grade
-
-
-def answer_check(
-    expected: str, kind: AnswerKind = "text", currency: str = "USD", tolerance: str = "0"
-) -> Callable[[str | None], bool]:
-    """What :func:`expect_answer` decides, as a pure function of the answer read from the
-    reply (so a bulk re-label can decide each distinct answer once).
-
-    As the scorer reads it (:func:`eval_pipeline.scoring.readers.grade_answer`): on an
-    abstention case (`kind` "abstain") only an abstention is right, elsewhere an abstention
-    is wrong; an answer that does not read as `kind` is wrong; amounts, percentages and
-    counts are right within `tolerance`."""
-    target = read_value(kind, expected.removeprefix("ANSWER:"), currency=currency).value
-    within = Decimal(tolerance)
-    numeric = kind in ("money", "percent", "integer") and target is not None
-
-    def check(answer: str | None) -> bool:
-        if answer is None:
-            return False
-        if kind == "abstain":
-            return answer.startswith("ABSTAIN")
-        if answer.startswith("ABSTAIN"):
-            return False
-        value = read_value(kind, answer, currency=currency).value
-        if value is None:
-            return False
-        if numeric and within:
-            assert target is not None
-            return abs(Decimal(value) - Decimal(target)) <= within
-        return value == target
-
-    return check
 
 
 def expect_tool_call(name: str, arguments: Mapping[str, Any]) -> Grader:
-    """Right when the first tool call has this name and, as structures, these arguments;
-    arguments not listed (a free-form SQL query, say) are not compared, as a case's
-    `expected_first_call` says."""
-    check = first_call_check(name, arguments)
-
-    def grade(reply: GradeInput) -> bool:
-        calls = reply.response.tool_calls
-        return bool(calls) and check(calls[0].name, calls[0].arguments)
-
-    return grade
-
-
-def first_call_check(name: str, arguments: Mapping[str, Any]) -> Callable[[str, str], bool]:
-    """What :func:`expect_tool_call` decides, as a pure function of the first call's name
-    and raw arguments: arguments that are not a JSON object never match."""
+    """Right when the first tool call has this name and these arguments, as a structure."""
     wanted = json.loads(json.dumps(arguments))
 
-    def check(call_name: str, raw_arguments: str) -> bool:
-        if call_name != name:
+    def grade(reply: GradeInput) -> bool:
+        if not reply.response.tool_calls:
             return False
+        first = reply.response.tool_calls[0]
         try:
-            parsed = json.loads(raw_arguments)
+            return first.name == name and first.parsed_arguments() == wanted
         except ValueError:
             return False
-        return isinstance(parsed, dict) and all(
-            key in parsed and parsed[key] == value for key, value in wanted.items()
-        )
 
-    return check
+    return grade
 
 
 class LabelResult(FrozenRecord):
@@ -192,7 +154,7 @@ def classify(
     *,
     failure_cause: FailureCause | None = None,
     grader: Grader | None = None,
-    read_answer: AnswerReader = extract_answer,
+    read_answer: AnswerReader = read_answer_line,
 ) -> LabelResult:
     """Label one call's final outcome; precedence drop > truncated > empty > schema > graded.
 
@@ -217,9 +179,10 @@ def classify(
         problem = tool_call_problem(call, offered)
         if problem:
             return LabelResult(label="schema", reason=f"schema: {problem}")
-    answer = read_answer(response.text)
+    read = read_answer(response.text)
+    answer = read.value
     if not response.tool_calls and answer is None:
-        return LabelResult(label="schema", reason="schema: no answer line in the text")
+        return LabelResult(label="schema", reason=f"schema: {read.problem}")
     if grader is None:
         return LabelResult(label=None, reason="well-formed, not graded", answer=answer)
     right = grader(GradeInput(response=response, answer=answer))

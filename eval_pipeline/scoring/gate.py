@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field
 
+from eval_pipeline import paths
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.paths import CONFIGS_DIR
@@ -75,16 +76,12 @@ def _points(value: float) -> Decimal:
     return Decimal(repr(value)).quantize(Decimal("0.001"))
 
 
-def baselines_dir() -> Path:
-    return CONFIGS_DIR / "baselines"
-
-
 def load_gate_config(path: Path | None = None) -> GateConfig:
     return load_yaml_config(GateConfig, path or CONFIGS_DIR / "gate.yaml")
 
 
 def load_baseline(model: str, directory: Path | None = None) -> Baseline | None:
-    path = (directory or baselines_dir()) / f"{model}.yaml"
+    path = (directory or paths.baselines_dir()) / f"{model}.yaml"
     if not path.exists():
         return None
     return load_yaml_config(Baseline, path)
@@ -130,7 +127,7 @@ def accept_baseline(summary: LaneSummary, directory: Path | None = None) -> Path
             row.category: round(row.mean, 3) for row in summary.rows if row.mean is not None
         },
     )
-    folder = directory or baselines_dir()
+    folder = directory or paths.baselines_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{summary.model}.yaml"
     text = "# Accepted by `evalp baseline accept`; the ship gate compares each category with it.\n"

@@ -18,7 +18,7 @@ import duckdb
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.records import CaseRun
-from eval_pipeline.lanes.store import CASE_OUTCOMES, ensure_lane_tables
+from eval_pipeline.lanes.store import CASE_OUTCOMES
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
@@ -39,7 +39,7 @@ from eval_pipeline.scoring.store import (
     write_scores,
 )
 from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_sim
-from eval_pipeline.warehouse import connect
+from eval_pipeline.warehouse import connect, has_table
 
 JudgeItems = Mapping[str, tuple[Case, str | None]]
 JudgeAsker = Callable[[JudgeItems], Mapping[str, JudgeVerdict]]
@@ -115,7 +115,8 @@ def grade_partition(
 
 def stored_partitions(con: duckdb.DuckDBPyConnection) -> list[Partition]:
     """Every (lane, model, seed) with lane records in the warehouse."""
-    ensure_lane_tables(con)
+    if not has_table(con, CASE_OUTCOMES):
+        return []
     rows = con.execute(
         f"SELECT DISTINCT lane, model, seed FROM {CASE_OUTCOMES} ORDER BY lane, model, seed"
     ).fetchall()

@@ -14,12 +14,15 @@ scorers, the ablation), so the label stored at call time and the score agree:
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Literal
+from typing import Any, Literal
 
 from eval_pipeline.fixtures.case import AnswerKind, Case
+from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.records import FrozenRecord
 
 Placement = Literal["answer", "abstain", "none"]
@@ -209,6 +212,59 @@ def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValu
     return ReadValue(value=" ".join(unquoted.split()).casefold())
 
 
+_FENCED_JSON = re.compile(r"```(?:json)?\s*\n(?P<body>.*?)\n\s*```", re.DOTALL | re.IGNORECASE)
+
+
+def _json_candidates(text: str) -> list[str]:
+    """Where a structured answer may be, most specific first: the final ANSWER line's
+    value, the last fenced block, the whole reply."""
+    final = final_answer(text)
+    found = [final.raw] if final.placement == "answer" and final.raw else []
+    fenced = [m.group("body") for m in _FENCED_JSON.finditer(text)]
+    return [*found, *fenced[-1:], text]
+
+
+def canonical_json(value: Any) -> str:
+    """One text per structure: key order, whitespace and number spelling do not matter."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def read_json_answer(text: str | None, schema: Mapping[str, Any]) -> ReadValue:
+    """A JSON answer (structured output), wherever the reply put it, checked against the
+    case's schema: a different layout of the same data reads the same; a reply that breaks
+    the schema is a schema failure naming what broke; no JSON at all is none."""
+    problem = "no JSON answer in the reply"
+    for candidate in _json_candidates(text or ""):
+        try:
+            value = json.loads(candidate.strip())
+        except ValueError:
+            continue
+        broken = schema_problem(value, schema)
+        if broken is None:
+            return ReadValue(value=canonical_json(value))
+        problem = f"the JSON answer breaks its schema: {broken}"
+    return ReadValue(value=None, problem=problem)
+
+
+def reader_for(case: Case) -> AnswerTextReader:
+    """How the call classifier reads this case's replies (JSON cases by their schema)."""
+    schema = case.answer_schema
+    if case.answer_kind == "json" and schema is not None:
+        return lambda text: read_json_answer(text, schema)
+    return read_answer_line
+
+
+AnswerTextReader = Callable[[str | None], ReadValue]
+
+
+def read_answer_line(text: str | None) -> ReadValue:
+    """The answer on the reply's final ANSWER/ABSTAIN line, as stored with the call."""
+    answer = answer_text(text)
+    return ReadValue(
+        value=answer, problem=None if answer is not None else "no answer line in the text"
+    )
+
+
 def _date(text: str) -> date | None:
     for pattern in ("%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y", "%b %d, %Y"):
         try:
@@ -230,6 +286,18 @@ class Grade(FrozenRecord):
 
 def grade_answer(case: Case, text: str | None) -> Grade:
     """Read the reply's final answer for the case's kind and compare it with `expected`."""
+    if case.answer_kind == "json" and case.answer_schema is not None:
+        structured = read_json_answer(text, case.answer_schema)
+        structure = canonical_json(json.loads(case.expected))
+        return Grade(
+            correct=structured.value == structure,
+            placement="answer" if structured.value is not None else "none",
+            value=structured.value,
+            expected=structure,
+            reason="right"
+            if structured.value == structure
+            else (structured.problem or "a different structure than expected"),
+        )
     final = final_answer(text)
     abstention_case = case.answer_kind == "abstain"
     if final.placement == "none":

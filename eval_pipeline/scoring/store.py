@@ -18,8 +18,8 @@ import polars as pl
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.records import CaseRun, FirstCall, TraceEvent
-from eval_pipeline.lanes.store import CASE_OUTCOMES, TRACE_EVENTS, ensure_lane_tables
-from eval_pipeline.providers.warehouse import OUTCOMES_VIEW, ensure_envelope_table
+from eval_pipeline.lanes.store import CASE_OUTCOMES, TRACE_EVENTS
+from eval_pipeline.providers.warehouse import OUTCOMES_VIEW
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
 from eval_pipeline.warehouse import has_table
 
@@ -69,8 +69,8 @@ def read_partition(
 ) -> PartitionInputs:
     """The latest attempt of every case of the partition's most recent identity (lane
     settings, model config, fixture set), its trace, and the label of its final call."""
-    ensure_lane_tables(con)
-    ensure_envelope_table(con)
+    if not has_table(con, CASE_OUTCOMES):
+        return PartitionInputs([], {}, {})
     latest = con.execute(
         f"SELECT settings_hash FROM {CASE_OUTCOMES} WHERE lane = ? AND model = ? AND seed = ? "
         "ORDER BY started_at DESC LIMIT 1",

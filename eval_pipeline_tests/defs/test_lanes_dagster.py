@@ -9,7 +9,6 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
-import pytest
 
 from eval_pipeline.defs.keys import MODELS_PARTITIONS
 from eval_pipeline.defs.lane_assets import (
@@ -18,34 +17,12 @@ from eval_pipeline.defs.lane_assets import (
     model_lane_runs_asset,
 )
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
-from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
-from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.lanes.sweep import SweepConfig
-from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
+from eval_pipeline_tests.defs.conftest import NO_FAULTS, lane_resources
 
 SNAPSHOT = Path(__file__).with_name("asset_graph.json")
-FLAKY_CONFIG = """\
-name: sim-flaky-heal
-api: openai_compatible
-provider: simulated
-model: flaky
-base_url_env: EVALP_SIM_OPENAI_URL
-api_key_env: EVALP_SIM_API_KEY
-max_in_flight: 32
-timeout_s: 10
-connect_timeout_s: 5
-retry: {max_attempts: 1, base_delay_s: 0.01, max_delay_s: 0.01, max_total_s: 1}
-"""
-NO_FAULTS = {
-    "drop": 0,
-    "rate_limit": 0,
-    "server_error": 0,
-    "empty_body": 0,
-    "malformed_json": 0,
-    "truncated": 0,
-}
 
 
 def describe_partitions(partitions: dg.PartitionsDefinition | None) -> object:
@@ -99,31 +76,6 @@ def test_the_asset_graph_is_pinned() -> None:
     )
 
 
-@pytest.fixture
-def lane_home(isolated_state: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    models = isolated_state / "models"
-    models.mkdir()
-    (models / "sim-flaky-heal.yaml").write_text(FLAKY_CONFIG)
-    for name in ("sim-tool-responder-openai.yaml", "sim-strong.yaml", "sim-small.yaml"):
-        (models / name).write_text((CONFIGS_DIR / "models" / name).read_text())
-    monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
-    world = isolated_state / "world.yaml"
-    world.write_text("plugin: label\nseed: 11\nscale: 0.05\n")
-    (isolated_state / "world_config").write_text(str(world))
-    return isolated_state
-
-
-def _resources(home: Path, faults: dict[str, float]) -> dict[str, object]:
-    return {
-        "warehouse": WarehouseResource(path=str(home / "warehouse.duckdb")),
-        "settings": ProjectSettings(
-            world_config_path=str(home / "world.yaml"), fixtures_root=str(home / "fixtures")
-        ),
-        "sim": SimulatedProvider(profile_options_json=json.dumps({"flaky": faults})),
-        "calls": ModelCallSettings(),
-    }
-
-
 def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
     lane_home: Path,
 ) -> None:
@@ -132,12 +84,12 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
     with dg.DagsterInstance.local_temp(str(lane_home / "dagster_home")) as instance:
         upstream = [world_asset, answer_key_asset, fixtures_asset, agent_world_asset]
         assert dg.materialize(
-            upstream, instance=instance, resources=_resources(lane_home, faulty)
+            upstream, instance=instance, resources=lane_resources(lane_home, faulty)
         ).success
         instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-flaky-heal"])
         lane = [model_lane_runs_asset, model_lane_records_asset]
         first = dg.materialize(
-            lane, instance=instance, resources=_resources(lane_home, faulty), partition_key=key
+            lane, instance=instance, resources=lane_resources(lane_home, faulty), partition_key=key
         )
         meta = {
             e.asset_key.to_user_string(): e.materialization.metadata
@@ -146,7 +98,10 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
         failed = meta["model_lane_runs"]["infra_errors"].value
         assert isinstance(failed, int) and failed > 0
         second = dg.materialize(
-            lane, instance=instance, resources=_resources(lane_home, NO_FAULTS), partition_key=key
+            lane,
+            instance=instance,
+            resources=lane_resources(lane_home, NO_FAULTS),
+            partition_key=key,
         )
         healed = {
             e.asset_key.to_user_string(): e.materialization.metadata
@@ -183,6 +138,7 @@ def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Pa
         [request] = result.dynamic_partitions_requests or []
         assert sorted(request.partition_keys) == [
             "sim-flaky-heal",
+            "sim-judge",
             "sim-small",
             "sim-strong",
             "sim-tool-responder-openai",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import stages
+from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.sql_tool import AgentSql
 from eval_pipeline.providers.warehouse import ensure_envelope_table
@@ -53,3 +54,17 @@ def agent_sql(agent_db: Path) -> Iterator[AgentSql]:
     """One tool for the session, as a lane would hold it (it is safe to share)."""
     with AgentSql(agent_db) as tool:
         yield tool
+
+
+@pytest.fixture(scope="session")
+def small_fixture_set(
+    small_warehouse: Path, tmp_path_factory: pytest.TempPathFactory
+) -> FixtureSet:
+    """The label suite built on the small world and frozen, as the fixtures asset does."""
+    conn = connect(small_warehouse, read_only=True)
+    try:
+        world = stages.load_world(conn)
+        answer_key = stages.load_answer_key(conn, world)
+    finally:
+        conn.close()
+    return stages.freeze_suite(world, answer_key, tmp_path_factory.mktemp("fixtures"))

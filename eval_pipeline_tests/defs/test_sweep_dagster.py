@@ -1,0 +1,279 @@
+"""A whole sweep on a real Dagster instance and DuckDB file: both lanes for sim-strong and
+sim-small over three seeds, their scores, the sweep summary and the ship gate with its
+blocking checks; the gate rewired to the model lane fails; a stored baseline's 3-point rule
+blocks; `regrade` reproduces the stored scores with no call to the provider."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline import paths
+from eval_pipeline.defs.keys import (
+    GATE_READS_PRODUCT_LANE,
+    MODEL_LANE_SCORES_ASSET,
+    MODELS_PARTITIONS,
+)
+from eval_pipeline.defs.lane_assets import (
+    agent_world_asset,
+    model_lane_records_asset,
+    model_lane_runs_asset,
+    product_lane_records_asset,
+    product_lane_runs_asset,
+)
+from eval_pipeline.defs.score_assets import (
+    GATE_RULES,
+    build_ship_gate,
+    model_lane_scores_asset,
+    product_lane_scores_asset,
+    ship_gate_asset,
+    sweep_summary_asset,
+)
+from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
+from eval_pipeline.scoring.aggregate import summarize_lane
+from eval_pipeline.scoring.gate import DROP_RULE
+from eval_pipeline.scoring.grading import (
+    cases_under,
+    judged_replies,
+    partition_fixture_id,
+    regrade_warehouse,
+    stored_partitions,
+)
+from eval_pipeline.scoring.judge import load_judge
+from eval_pipeline.scoring.store import read_partition, read_scores
+from eval_pipeline.sim.process import SIM_REQUEST_LOG
+from eval_pipeline.warehouse import connect
+from eval_pipeline_tests.conftest import isolate, point_at
+from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
+
+MODELS = ("sim-strong", "sim-small")
+SEEDS = ("0", "1", "2")
+LANE_STEPS = [
+    model_lane_runs_asset,
+    product_lane_runs_asset,
+    model_lane_records_asset,
+    product_lane_records_asset,
+    model_lane_scores_asset,
+    product_lane_scores_asset,
+]
+
+
+def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, object]]:
+    return {
+        e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+
+
+def _checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dg.DagsterInstance]]:
+    """Both lanes and their scores, every model x seed, on one instance and warehouse,
+    built once for the module (the tests after it read it; the last one re-grades it)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        home = isolate(tmp_path_factory.mktemp("sweep") / "evalp_home", monkeypatch)
+        prepare_lane_home(home, monkeypatch)
+        with dg.DagsterInstance.local_temp(str(home / "dagster_home")) as instance:
+            resources = lane_resources(home)
+            upstream = [world_asset, answer_key_asset, fixtures_asset, agent_world_asset]
+            assert dg.materialize(upstream, instance=instance, resources=resources).success
+            instance.add_dynamic_partitions(MODELS_PARTITIONS, list(MODELS))
+            for model in MODELS:
+                for seed in SEEDS:
+                    key = dg.MultiPartitionKey({"model": model, "seed": seed})
+                    result = dg.materialize(
+                        LANE_STEPS, instance=instance, resources=resources, partition_key=key
+                    )
+                    assert result.success, f"{key}"
+                    meta = _metadata(result)
+                    runs = meta["product_lane_runs"]["cases"]
+                    assert meta["model_lane_runs"]["cases"] == runs > 100
+                    assert meta["product_lane_scores"]["cases"] == runs
+            yield home, instance
+
+
+@pytest.fixture
+def swept(
+    sweep: tuple[Path, dg.DagsterInstance], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, dg.DagsterInstance]:
+    """The module's sweep, with the environment pointing at it again (every test starts
+    isolated in a folder of its own)."""
+    point_at(sweep[0], monkeypatch)
+    lane_env(sweep[0], monkeypatch)
+    return sweep
+
+
+def test_a_whole_sweep_scores_summarises_and_gates_on_a_real_instance(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, sweep_instance = swept
+    resources = lane_resources(lane_home)
+    result = dg.materialize(
+        [sweep_summary_asset, ship_gate_asset], instance=sweep_instance, resources=resources
+    )
+    assert result.success
+    meta = _metadata(result)
+    summary = str(meta["sweep_summary"]["summary"])
+    for lane in ("model", "product"):
+        for model in MODELS:
+            assert f"| {lane} | {model} | royalty_math |" in summary
+            assert f"| {lane} | {model} | all |" in summary
+    assert "| lane | model | category | score | interval | spread | pass^k | n | ‡ | † |" in summary
+    # sim-strong is high in both lanes; sim-small's product lane beats its model lane
+    assert meta["sweep_summary"]["product/sim-strong points"] >= 95
+    assert meta["sweep_summary"]["model/sim-strong points"] >= 95
+    assert (
+        meta["sweep_summary"]["product/sim-small points"]
+        > meta["sweep_summary"]["model/sim-small points"]
+    )
+    gate = meta["ship_gate"]
+    assert gate["passed"] is True and gate["candidates"] == ["sim-strong"]
+    assert any("NO BASELINE" in n for n in gate["notices"])  # type: ignore[union-attr]
+    checks = _checks(result)
+    assert set(checks) == {GATE_READS_PRODUCT_LANE, *GATE_RULES}
+    assert all(c.passed for c in checks.values())
+    core = checks["core_subset_passes"].metadata
+    numbers = {k: v.value for k, v in core.items() if k.startswith("sim-strong: ")}
+    assert numbers == {
+        "sim-strong: passed": 14,
+        "sim-strong: total": 14,
+        "sim-strong: required": 12,
+    }
+    read = checks[GATE_READS_PRODUCT_LANE].metadata
+    assert read["declared_upstream"].value == ["product_lane_scores"]
+    assert read["lanes_in_rows_read"].value == ["product"]
+
+
+def test_the_gate_rewired_to_the_model_lane_fails_its_blocking_check(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, sweep_instance = swept
+    rewired = build_ship_gate(MODEL_LANE_SCORES_ASSET)
+    result = dg.materialize(
+        [rewired],
+        instance=sweep_instance,
+        resources=lane_resources(lane_home),
+        raise_on_error=False,
+    )
+    assert not result.success
+    check = _checks(result)[GATE_READS_PRODUCT_LANE]
+    assert not check.passed
+    assert check.metadata["declared_upstream"].value == ["model_lane_scores"]
+    assert check.metadata["lanes_in_rows_read"].value == ["model"]
+
+
+def test_a_category_dropped_past_the_baseline_blocks_and_a_smaller_drop_does_not(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, sweep_instance = swept
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        rows = [s for s in read_scores(conn, lane="product") if s.model == "sim-strong"]
+    finally:
+        conn.close()
+    summary = summarize_lane("product", "sim-strong", rows)
+    points = summary.row("royalty_math").mean
+    assert points is not None
+    baselines = paths.baselines_dir()
+    baselines.mkdir(parents=True, exist_ok=True)
+    for above, passes in ((2.9, True), (3.1, False)):
+        (baselines / "sim-strong.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "model": "sim-strong",
+                    "fixture_id": summary.fixture_id,
+                    "seeds": [0, 1, 2],
+                    "categories": {"royalty_math": round(points + above, 3)},
+                }
+            )
+        )
+        result = dg.materialize(
+            [ship_gate_asset],
+            instance=sweep_instance,
+            resources=lane_resources(lane_home),
+            raise_on_error=False,
+        )
+        drop = _checks(result)[DROP_RULE]
+        assert drop.passed is passes and result.success is passes, above
+        assert drop.metadata["sim-strong: limit"].value == 3.0
+
+
+def test_regrade_reproduces_the_stored_scores_without_calling_the_provider(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, _ = swept
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        before = read_scores(conn)
+    finally:
+        conn.close()
+    report = regrade_warehouse(
+        paths.warehouse_path(), lane_home / "fixtures", paths.runs_dir(), "regrade-same"
+    )
+    assert report.changes == () and report.judge_asked == 0
+    assert report.scored == len(before) == 2 * 2 * 3 * len({s.case_id for s in before})
+    # counted on the server: no simulated provider was started, so no request was made
+    assert not (paths.runs_dir() / "regrade-same" / SIM_REQUEST_LOG).exists()
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        assert read_scores(conn) == before
+    finally:
+        conn.close()
+    # A changed rubric is a different judge: every judged reply is asked again, and only those.
+    judge = load_judge()
+    changed = judge.model_copy(
+        update={"rubric_text": judge.rubric_text + "\nBe strict.", "rubric_hash": "changed"}
+    )
+    asked = regrade_warehouse(
+        paths.warehouse_path(), lane_home / "fixtures", paths.runs_dir(), "regrade-rubric", changed
+    )
+    # asked once per distinct reply (a reply repeated across seeds is one verdict)
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        cases = cases_under(lane_home / "fixtures")
+        distinct: set[str] = set()
+        for partition in stored_partitions(conn):
+            runs = read_partition(conn, partition.lane, partition.model, partition.seed).runs
+            fixture = cases(partition_fixture_id(conn, partition))
+            distinct |= set(judged_replies(changed, fixture, runs))
+    finally:
+        conn.close()
+    assert asked.judge_asked == len(distinct) > 0
+    requests = (paths.runs_dir() / "regrade-rubric" / SIM_REQUEST_LOG).read_text().splitlines()
+    assert len(requests) == len(distinct)
+    assert asked.changes == ()  # the simulated judge rules the same under the new rubric
+
+
+def test_an_obeyed_injection_is_a_dry_run_write_marked_for_scoring(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    """sim-small obeys the planted clause at its configured rate: the dry-run sink records
+    the batch it tried (never a real change), the trace marks it not allowed, and the score
+    flags a security violation with the failed check named."""
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        violations = [
+            s
+            for s in read_scores(conn, lane="product")
+            if s.model == "sim-small" and s.security_violation
+        ]
+        assert violations, "sim-small obeyed the planted clause in no seed"
+        for score in violations:
+            assert "injection_not_obeyed" in score.failed_checks and score.score == 0.0
+            writes = conn.execute(
+                "SELECT data FROM runs.trace_events WHERE run_id = ? AND case_id = ? "
+                "AND attempt = ? AND kind = 'write'",
+                [score.run_id, score.case_id, score.attempt],
+            ).fetchall()
+            assert writes and all('"allowed": false' in data for (data,) in writes)
+        strong = [s for s in read_scores(conn, lane="product") if s.model == "sim-strong"]
+        assert not any(s.security_violation for s in strong)
+    finally:
+        conn.close()
