@@ -12,16 +12,22 @@ committed fixture set's cases, in both lanes:
   formats (`$2,480.10`, `USD 2480.1`, `2480.10 USD`, a trailing zero, a wrong currency),
   percentages, counts, dates, ids, YES/NO, bold `**ANSWER:**`, corrections (the last line
   counts), abstentions alone or beside a placeholder (`ANSWER: N/A`, `$0`), a buried
-  abstention followed by a real answer, JSON answers, stalls with no answer line;
+  abstention followed by a real answer, JSON where a line answer is asked, stalls with no
+  answer line;
+- JSON-answer cases (structured output; the committed set has none, so the bench adds
+  `JSON_CASES` of them, made from its money cases: `bench_cases`): the object on the
+  ANSWER line, in a fenced block, as the whole reply, keys in another order, a wrong
+  amount, a key missing or one too many, prose only;
 - at any turn: cut-off replies (with partial text, nothing visible, or a partial tool
   call), empty bodies, drops (http 5xx, 429, timeouts, connection errors, interrupted)
   with retried attempts before some of them, harness errors and budget stops.
 
 Reasoning text carries fresh numbers in most replies (as a sampled model's would), so
-replies are rarely repeated verbatim. The stored labels are those an *older* classifier
-gave (plain `ANSWER:` lines only, string comparison, whole-argument tool matching, a cut-off
-reply without text called empty), so a re-label has real work to do. Deterministic in
-`--seed`; generation time is not part of the benchmark.
+replies are rarely repeated verbatim. The stored labels are those an *older* reader gave
+(as the lanes store them, ungraded, but reading plain `ANSWER:` lines only: no ABSTAIN
+line, no bold, no JSON answer; a cut-off reply without text called empty), so a re-label
+has real work to do. Deterministic in `--seed`; generation time is not part of the
+benchmark.
 
     uv run python bench/make_envelopes.py [--n 1000000] [--seed 7] [--out PATH]
 """
@@ -29,17 +35,20 @@ reply without text called empty), so a re-label has real work to do. Determinist
 from __future__ import annotations
 
 import argparse
+import calendar
+import functools
 import hashlib
 import json
 import random
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import duckdb
@@ -56,14 +65,24 @@ from eval_pipeline.providers.warehouse import COLUMNS, TABLE, ensure_envelope_ta
 
 DEFAULT_N = 1_000_000
 CHUNK = 50_000
+JSON_CASES = 8
+"""JSON-answer cases the bench adds to the committed fixture set's cases."""
+PAYOUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "artist_id": {"type": "string"},
+        "period": {"type": "string"},
+        "net_payable": {"type": "string"},
+    },
+    "required": ["artist_id", "net_payable"],
+    "additionalProperties": False,
+}
 MODELS: tuple[tuple[str, str], ...] = tuple(
     (f"bench-{family}-{size}", api)
     for family, api in (("atlas", "openai_compatible"), ("borealis", "anthropic"))
     for size in ("nano", "mini", "small", "medium", "large", "xl")
 )
-_MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
+_MONTHS = tuple(calendar.month_name)[1:]
 
 
 def default_fixture_dir() -> Path:
@@ -72,6 +91,49 @@ def default_fixture_dir() -> Path:
     if not dirs:
         raise SystemExit(f"make_envelopes: no fixture set under {FIXTURES_DIR}")
     return dirs[0]
+
+
+def bench_cases(cases: Sequence[Case]) -> tuple[Case, ...]:
+    """The fixture set's cases and `JSON_CASES` JSON-answer cases made from its money cases
+    that name an artist and a period (the payout as a JSON object)."""
+    made = []
+    for case in cases:
+        first = case.expected_first_call
+        if case.answer_kind != "money" or first is None or "period" not in first.arguments:
+            continue
+        expected = {
+            "artist_id": str(first.arguments["artist_id"]),
+            "period": str(first.arguments["period"]),
+            "net_payable": case.expected,
+        }
+        question = case.prompt.splitlines()[0]
+        made.append(
+            Case.model_validate(
+                {
+                    **case.model_dump(),
+                    "case_id": f"{case.case_id}-json",
+                    "answer_kind": "json",
+                    "expected": json.dumps(expected),
+                    "answer_schema": PAYOUT_SCHEMA,
+                    "prompt": f"{question}\nEnd with one line: ANSWER: <a JSON object: "
+                    "artist_id, period, net_payable>",
+                }
+            )
+        )
+        if len(made) == JSON_CASES:
+            break
+    return (*cases, *made)
+
+
+def bench_cases_for(fixture_root: Path) -> Callable[[str], Mapping[str, Case]]:
+    """`cases_for` of the re-label: a fixture set's cases and the bench's JSON cases."""
+
+    @functools.cache
+    def cases_for(fixture_id: str) -> Mapping[str, Case]:
+        fixture_set = load_fixtures(fixture_root / fixture_id)
+        return MappingProxyType({c.case_id: c for c in bench_cases(fixture_set.cases)})
+
+    return cases_for
 
 
 def _hex(*parts: object) -> str:
@@ -166,8 +228,36 @@ def _reasoning(rng: random.Random) -> str:
     return text
 
 
+def json_text(case: Case, rng: random.Random) -> str:
+    """A final reply of a JSON-answer case: the object where the reply put it (answer
+    line, fenced block, the whole reply), right, wrong, breaking the schema, or absent."""
+    expected = json.loads(case.expected)
+    why = _reasoning(rng)
+    roll = rng.random()
+    if roll < 0.6:
+        value = dict(reversed(expected.items())) if rng.random() < 0.3 else expected
+    elif roll < 0.75:
+        value = {**expected, "net_payable": f"{Decimal(expected['net_payable']) + 1:.2f}"}
+    elif roll < 0.82:
+        value = {"artist_id": expected["artist_id"]}  # net_payable missing
+    elif roll < 0.87:
+        value = {**expected, "currency": "USD"}  # not in the schema
+    else:
+        return f"{why}\nThe payout is {expected['net_payable']} for {expected['artist_id']}."
+    shape = rng.random()
+    if shape < 0.5:
+        return f"{why}\nANSWER: {json.dumps(value)}"
+    if shape < 0.8:
+        return f"{why}\n```json\n{json.dumps(value, indent=2)}\n```"
+    if shape < 0.9:
+        return json.dumps(value, indent=rng.choice([None, 2]))
+    return f"{why}\n```json\n{json.dumps(value)}\n```\nANSWER: see the block above"
+
+
 def final_text(case: Case, rng: random.Random) -> str:
     """A final reply in one of many shapes (right, wrong, abstained, unreadable)."""
+    if case.answer_kind == "json":
+        return json_text(case, rng)
     right = _right_values(case, rng)
     wrong = _wrong_values(case, rng)
     why = _reasoning(rng)
@@ -194,7 +284,8 @@ def final_text(case: Case, rng: random.Random) -> str:
     if shape < 0.55:
         return f"{why}\n\n**ANSWER:** {value}"
     if shape < 0.62:
-        return f"{why}\nANSWER: {rng.choice(wrong)}\nOn a second look one line is a copy.\nANSWER: {value}"
+        second = "On a second look one line is a copy."
+        return f"{why}\nANSWER: {rng.choice(wrong)}\n{second}\nANSWER: {value}"
     if shape < 0.67:
         return f"ABSTAIN: I was unsure at first.\n{why}\nANSWER: {value}"
     if shape < 0.72:
@@ -359,8 +450,9 @@ _DROP = ("connect", "timeout", "429", "5xx", "interrupted")
 
 
 class OldLabels:
-    """The labels stored before the answer readers: plain `ANSWER:` lines only, compared
-    as strings; the whole argument object compared; a cut-off reply without text 'empty'."""
+    """The labels an older reader stored, ungraded as the lanes store them: plain
+    `ANSWER:` lines only (no ABSTAIN line, no bold, no JSON answer), a cut-off reply
+    without text called empty."""
 
     def __init__(self, tools: Sequence[ToolSpec]) -> None:
         self.tools = tuple(tools)
@@ -373,9 +465,7 @@ class OldLabels:
             self._problems[key] = tool_call_problem(call, self.tools)
         return self._problems[key]
 
-    def label(
-        self, lane: str, case: Case, reply: Reply, wants_answer: bool
-    ) -> tuple[str | None, str, str | None, str | None]:
+    def label(self, reply: Reply) -> tuple[str | None, str, str | None, str | None]:
         """(label, reason, drop_cause, answer)."""
         if reply.status in ("harness_error", "budget_stopped"):
             return None, reply.status, None, None
@@ -398,15 +488,7 @@ class OldLabels:
         answer = found[-1] if found and found[-1] else None
         if not reply.calls and answer is None:
             return "schema", "schema: no answer line in the text", None, None
-        if lane == "model" and case.expected_first_call is not None:
-            expected = case.expected_first_call
-            ok = bool(reply.calls) and reply.calls[0][0] == expected.name
-            ok = ok and _loose_json(reply.calls[0][1]) == dict(expected.arguments)
-        elif wants_answer:
-            ok = answer == case.expected
-        else:
-            return None, "well-formed, not graded", None, answer
-        return ("right" if ok else "wrong"), ("graded right" if ok else "graded wrong"), None, answer
+        return None, "well-formed, not graded", None, answer
 
 
 # -- generation --------------------------------------------------------------------------
@@ -469,7 +551,7 @@ class Generator:
     def __init__(self, fixture_dir: Path, seed: int) -> None:
         fixture_set = load_fixtures(fixture_dir)
         self.fixture_id = fixture_set.fixture_id
-        self.cases = list(fixture_set.cases)
+        self.cases = list(bench_cases(fixture_set.cases))
         self.tools = tuple(ToolSpec.model_validate(t) for t in fixture_set.tools)
         self.tools_json = json.dumps([t.model_dump(mode="json") for t in self.tools])
         self.old = OldLabels(self.tools)
@@ -505,8 +587,15 @@ class Generator:
         roll = rng.random()
         if roll < 0.025:
             cause, http = rng.choice(
-                [("5xx", 500), ("5xx", 502), ("5xx", 503), ("429", 429), ("timeout", None)]
-                + [("connect", None), ("interrupted", None)]
+                [
+                    ("5xx", 500),
+                    ("5xx", 502),
+                    ("5xx", 503),
+                    ("429", 429),
+                    ("timeout", None),
+                    ("connect", None),
+                    ("interrupted", None),
+                ]
             )
             body = None if http is None else json.dumps({"error": {"message": "overloaded"}})
             return Reply(
@@ -537,16 +626,20 @@ class Generator:
         if roll < 0.050:
             cut = rng.random()
             if cut < 0.4 and turn_text:
-                return Reply(text=turn_text[: rng.randint(1, len(turn_text))], stop_kind="max_tokens")
+                return Reply(
+                    text=turn_text[: rng.randint(1, len(turn_text))], stop_kind="max_tokens"
+                )
             if cut < 0.7 and calls:
                 name, arguments = calls[0]
-                return Reply(calls=((name, arguments[: len(arguments) // 2]),), stop_kind="max_tokens")
+                return Reply(
+                    calls=((name, arguments[: len(arguments) // 2]),), stop_kind="max_tokens"
+                )
             return Reply(text="", stop_kind="max_tokens", body_problem="empty_reply")
         if roll < 0.065:
             problem = rng.choice(["empty_body", "malformed_json", "no_choices", "empty_reply"])
-            body = {"empty_body": "", "malformed_json": '{"choices": [', "no_choices": "{}"}
+            bodies = {"empty_body": "", "malformed_json": '{"choices": [', "no_choices": "{}"}
             return Reply(
-                text=None, stop_kind="end", body_problem=problem, body=body.get(problem, "{}")
+                text=None, stop_kind="end", body_problem=problem, body=bodies.get(problem, "{}")
             )
         return None
 
@@ -563,7 +656,6 @@ class Generator:
         reply: Reply,
         request_json: str,
         clock: datetime,
-        wants_answer: bool,
     ) -> list[dict[str, Any]]:
         call_id = _hex(model, lane, case.case_id, turn, seed)
         rows = []
@@ -583,7 +675,7 @@ class Generator:
             tokens = self.rng.randint(8, 400)
             ids = tuple(f"call_{_hex(call_id, number, i)}" for i in range(len(attempt.calls)))
             if final:
-                label, reason, drop_cause, answer = self.old.label(lane, case, attempt, wants_answer)
+                label, reason, drop_cause, answer = self.old.label(attempt)
             else:
                 label, reason, drop_cause, answer = None, "retried after 5xx", None, None
             landed = attempt.status == "ok"
@@ -643,7 +735,9 @@ class Generator:
             )
         return rows
 
-    def case_run(self, lane: str, run_id: str, model: str, seed: int, case: Case, calls: list[str]) -> dict[str, Any]:
+    def case_run(
+        self, lane: str, run_id: str, model: str, seed: int, case: Case, calls: list[str]
+    ) -> dict[str, Any]:
         return {
             "run_id": run_id,
             "lane": lane,
@@ -668,7 +762,7 @@ class Generator:
             "started_at": self.start.isoformat(),
         }
 
-    def rows(self) -> Iterator[tuple[dict[str, Any] | None, list[dict[str, Any]]]]:
+    def rows(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """(case run row, its envelope rows), partition after partition, case after case."""
         rng = self.rng
         clock = self.start
@@ -684,18 +778,23 @@ class Generator:
                     for turn in range(turns):
                         last = turn == turns - 1
                         text_first = lane == "model" and rng.random() < 0.12
+                        text: str | None
+                        calls: tuple[tuple[str, str], ...]
                         if (lane == "product" and last) or text_first:
                             text, calls = final_text(case, rng), ()
                         else:
                             variant = variant_base * 7 + (turn if lane == "product" else 0)
                             call = _first_call(case, rng, variant)
-                            calls = (call,) if rng.random() < 0.9 else (call, _first_call(case, rng, variant + 1))
+                            calls = (
+                                (call,)
+                                if rng.random() < 0.9
+                                else (call, _first_call(case, rng, variant + 1))
+                            )
                             text = None if rng.random() < 0.8 else "Let me look that up."
                         reply = self.structural(text, calls) or Reply(
                             text=text, calls=calls, stop_kind="tool_use" if calls else "end"
                         )
                         request = self.request_json(case, history, seed)
-                        wants_answer = lane == "model" or not reply.calls
                         rows = self.attempt_rows(
                             lane=lane,
                             run_id=run_id,
@@ -707,7 +806,6 @@ class Generator:
                             reply=reply,
                             request_json=request,
                             clock=clock,
-                            wants_answer=wants_answer,
                         )
                         case_rows += rows
                         if reply.status != "ok":
@@ -744,7 +842,9 @@ class Generator:
                     yield self.case_run(lane, run_id, model, seed, case, calls_made), case_rows
 
 
-def generate(out: Path, n: int = DEFAULT_N, seed: int = 7, fixture_dir: Path | None = None) -> dict[str, Any]:
+def generate(
+    out: Path, n: int = DEFAULT_N, seed: int = 7, fixture_dir: Path | None = None
+) -> dict[str, Any]:
     """Write exactly `n` envelopes (and their case runs) to a fresh DuckDB file at `out`."""
     if n < 1:
         raise ValueError("n must be at least 1")
@@ -775,7 +875,12 @@ def generate(out: Path, n: int = DEFAULT_N, seed: int = 7, fixture_dir: Path | N
         )
     finally:
         con.close()
-    return {"path": str(out), "envelopes": total, "fixture_id": generator.fixture_id, "stored_labels": labels}
+    return {
+        "path": str(out),
+        "envelopes": total,
+        "fixture_id": generator.fixture_id,
+        "stored_labels": labels,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -225,19 +225,32 @@ def ablation(model_name: str, seeds: str) -> None:
     "--show", default=40, show_default=True, help="How many changed cases to list (0: none)."
 )
 def regrade(show: int) -> None:
-    """Re-score every stored lane partition with the current readers, checks and judge
+    """Re-label every stored lane call with the current classifier and readers, then
+    re-score every stored lane partition with the current readers, checks and judge
     verdicts, without calling a model (the judge is asked only about replies it never
     ruled on), and say what changed and why."""
     from datetime import UTC, datetime
 
     from eval_pipeline.locks import project_lock
-    from eval_pipeline.scoring.grading import regrade_warehouse
+    from eval_pipeline.scoring.grading import cases_under, regrade_warehouse
+    from eval_pipeline.scoring.relabel import relabel_envelopes
+    from eval_pipeline.warehouse import connect
 
     run_id = f"regrade-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
     with project_lock("evalp regrade"):
+        # Labels first: a case score carries the label of its final call.
+        con = connect(paths.warehouse_path())
+        try:
+            relabelled = relabel_envelopes(
+                con, cases_under(paths.fixtures_root()), max_examples=show
+            )
+        finally:
+            con.close()
         report = regrade_warehouse(
             paths.warehouse_path(), paths.fixtures_root(), paths.runs_dir(), run_id
         )
+    for line in relabelled.lines():
+        click.echo(line)
     reused = sum(p.judge_reused for p in report.partitions)
     click.echo(
         f"re-scored {report.scored} case runs in {len(report.partitions)} partitions; "

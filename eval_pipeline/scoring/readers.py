@@ -14,6 +14,7 @@ scorers, the ablation), so the label stored at call time and the score agree:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -51,12 +52,13 @@ ANSWER_SUFFIX_REGEX = (
     + r").*"
 )
 """A polars (Rust regex) pattern matching a reply from the start of the first line that
-holds anything the answer line could read as a tag, to the end: `answer_text` gives the
-same for the match as for the whole reply, and None when nothing matches. Reasoning before
-the answer lines is cut off, so a bulk reader reads each distinct ending once. (A line of
-`_LINE` starts at a line start and only `[\s>*_-#`]` can stand before its tag, so a match
-beginning on an earlier line reads the same tag and value as one beginning on the tag's
-own line; no tag-like letters, no match.)"""
+holds anything the answer line could read as a tag, to the end: `final_answer` (so
+`answer_text` and `grade_answer` of a line-read case) gives the same for the match as for
+the whole reply, and none when nothing matches. Reasoning before the answer lines is cut
+off, so a bulk reader reads each distinct ending once. (A line of `_LINE` starts at a line
+start, and only spaces and markdown marks can stand before its tag, so a match beginning
+on an earlier line reads the same tag and value as one beginning on the tag's own line; no
+tag-like letters, no match.)"""
 _PLACEHOLDERS = frozenset(
     {"", "n/a", "na", "none", "$0", "0", "no", "abstain", "-", "unknown", "null"}
 )
@@ -101,22 +103,31 @@ def final_answer(text: str | None) -> FinalAnswer:
 
 def _final(text: str | None) -> tuple[Placement, str | None]:
     """:func:`final_answer` as a plain tuple (the bulk re-label reads many replies)."""
-    lines = [(m.group(1).upper(), m.group("value").strip()) for m in _LINE.finditer(text or "")]
+    lines = [(_tag(m.group(1)), m.group("value").strip()) for m in _LINE.finditer(text or "")]
     if not lines:
         return "none", None
     last_answer = max((i for i, (tag, _) in enumerate(lines) if tag == "ANSWER"), default=None)
     last_abstain = max((i for i, (tag, _) in enumerate(lines) if tag == "ABSTAIN"), default=None)
     if last_answer is not None:
         value = lines[last_answer][1]
-        placeholder = _is_placeholder(value)
         if value.strip().upper().startswith("ABSTAIN"):
             return "abstain", value
-        if last_abstain is None or (last_answer > last_abstain and not placeholder):
+        if last_abstain is None:
+            return "answer", value
+        placeholder = _is_placeholder(value)  # only beside an abstention does it matter
+        if last_answer > last_abstain and not placeholder:
             return "answer", value
         if last_abstain > last_answer or placeholder:
             return "abstain", lines[last_abstain][1]
     assert last_abstain is not None
     return "abstain", lines[last_abstain][1]
+
+
+def _tag(matched: str) -> str:
+    """The tag a line's matched tag spells: by its second letter, since `re.IGNORECASE`
+    also matches letters whose upper case is another (`ABSTAİN`.upper() is not
+    `ABSTAIN`)."""
+    return "ANSWER" if matched[1] in TAG_LETTERS["N"] else "ABSTAIN"
 
 
 def _is_placeholder(value: str) -> bool:
@@ -218,8 +229,8 @@ _FENCED_JSON = re.compile(r"```(?:json)?\s*\n(?P<body>.*?)\n\s*```", re.DOTALL |
 def _json_candidates(text: str) -> list[str]:
     """Where a structured answer may be, most specific first: the final ANSWER line's
     value, the last fenced block, the whole reply."""
-    final = final_answer(text)
-    found = [final.raw] if final.placement == "answer" and final.raw else []
+    placement, raw = _final(text)
+    found = [raw] if placement == "answer" and raw else []
     fenced = [m.group("body") for m in _FENCED_JSON.finditer(text)]
     return [*found, *fenced[-1:], text]
 
@@ -233,24 +244,52 @@ def read_json_answer(text: str | None, schema: Mapping[str, Any]) -> ReadValue:
     """A JSON answer (structured output), wherever the reply put it, checked against the
     case's schema: a different layout of the same data reads the same; a reply that breaks
     the schema is a schema failure naming what broke; no JSON at all is none."""
+    return _read_json(text, lambda candidate: _checked_json(candidate, schema))
+
+
+JsonCheck = Callable[[str], tuple[str | None, str | None]]
+
+
+def _read_json(text: str | None, check: JsonCheck) -> ReadValue:
+    """:func:`read_json_answer`, each JSON candidate checked by `check` (`_checked_json`)."""
     problem = "no JSON answer in the reply"
     for candidate in _json_candidates(text or ""):
+        stripped = candidate.strip()
         try:
-            value = json.loads(candidate.strip())
+            json.loads(stripped)
         except ValueError:
             continue
-        broken = schema_problem(value, schema)
+        value, broken = check(stripped)
         if broken is None:
-            return ReadValue(value=canonical_json(value))
+            return ReadValue(value=value)
         problem = f"the JSON answer breaks its schema: {broken}"
     return ReadValue(value=None, problem=problem)
 
 
+def _checked_json(candidate: str, schema: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(canonical JSON, None) for a JSON text that keeps the schema, (None, what broke)
+    otherwise."""
+    value = json.loads(candidate)
+    broken = schema_problem(value, schema)
+    return (canonical_json(value), None) if broken is None else (None, broken)
+
+
+def reads_json(case: Case) -> bool:
+    """Whether the case's answer is read as JSON against its schema (wherever the reply
+    put it), not from the final ANSWER/ABSTAIN line."""
+    return case.answer_kind == "json" and case.answer_schema is not None
+
+
 def reader_for(case: Case) -> AnswerTextReader:
-    """How the call classifier reads this case's replies (JSON cases by their schema)."""
+    """How the call classifier reads this case's replies (JSON cases by their schema).
+
+    A JSON reader checks each distinct JSON text against the schema once (a pure
+    function, kept for the reader's life): replies repeat their JSON answers, and a bulk
+    re-label reads many replies with one reader."""
     schema = case.answer_schema
-    if case.answer_kind == "json" and schema is not None:
-        return lambda text: read_json_answer(text, schema)
+    if reads_json(case) and schema is not None:
+        check: JsonCheck = functools.cache(lambda candidate: _checked_json(candidate, schema))
+        return lambda text: _read_json(text, check)
     return read_answer_line
 
 
@@ -286,7 +325,7 @@ class Grade(FrozenRecord):
 
 def grade_answer(case: Case, text: str | None) -> Grade:
     """Read the reply's final answer for the case's kind and compare it with `expected`."""
-    if case.answer_kind == "json" and case.answer_schema is not None:
+    if reads_json(case) and case.answer_schema is not None:
         structured = read_json_answer(text, case.answer_schema)
         structure = canonical_json(json.loads(case.expected))
         return Grade(

@@ -1,46 +1,61 @@
 """Re-labelling stored call envelopes with the current classifier and readers, in bulk.
 
-The six-label of a call (`label`, `label_reason`, `answer`, `drop_cause` of
-`runs.call_envelopes`) was decided when the call landed, by whatever readers existed then.
-:func:`relabel_envelopes` recomputes it for every *final* envelope from what was stored
-(status, failure cause, the response JSON, the tools offered), with zero model calls, and
-writes the envelopes whose label changed back in one transaction.
+The label of a lane call (`label`, `label_reason`, `answer`, `drop_cause` of
+`runs.call_envelopes`) is decided when the call lands, by whatever readers existed then.
+The lanes do not grade at call time (the answer is scored later, from what was stored), so
+what a lane envelope stores is
+``classify(status, response, tools, failure_cause=..., grader=None,
+read_answer=reader_for(case))``: drop, empty, truncated or schema, or no label ("well-formed,
+not graded") with the answer read. :func:`relabel_envelopes` recomputes exactly that for
+every *final* envelope of the model and product lanes, from what was stored (status,
+failure cause, the response JSON, the tools offered), with zero model calls, and writes the
+envelopes whose stored values changed back in one transaction.
 
-Which grader an envelope is labelled with (:func:`envelope_grader` is the one definition;
-the bulk path computes exactly what :func:`~eval_pipeline.providers.labels.classify` gives
-with it, and a property test holds it to that):
+It also re-grades, without storing anything: every re-labelled envelope that carries an
+answer is read against its case with the scorer's own `readers.grade_answer` (tier 1), and
+the report counts right / wrong / no answer per lane and model. Case scores are the
+scoring stage's job (`scoring.grading`); these counts say what the current readers make of
+the stored replies, call by call.
 
-- model lane: the case's expected first tool call (`expect_tool_call`: its name and the
-  arguments it lists); a case without one is graded on its answer;
-- product lane: a reply without tool calls is the case's answer (`expect_answer` with the
-  case's kind, currency and tolerance); a reply that calls tools is a step, not an answer:
-  labelled structurally (schema when a call is malformed), otherwise unlabelled
-  ("well-formed, not graded");
-- other lanes (the judge's calls, calibration's planted calls) are not a case's answer and
-  are graded elsewhere against other expectations: they are left as they are and counted
-  in the report (`skipped`);
-- a lane envelope whose run left no `runs.case_runs` row (so no fixture set names its
-  case) is left as it is and counted (`unmatched`); a case id its fixture set does not
-  hold is an error.
+Which envelopes:
+
+- other lanes (the judge's calls, calibration's planted calls) are not a case's reply and
+  are read with other readers elsewhere: they are left as they are and counted
+  (`skipped`);
+- a lane envelope's case is found through `runs.case_runs` ((run_id, case_id) ->
+  fixture_id) and `cases_for(fixture_id)`; an envelope whose run left no case run is left
+  as it is and counted (`unmatched`); a case id its fixture set does not hold is an error,
+  and so is a (run, case) that case runs give several fixture sets.
 
 The tools a call offered are read from one stored request per fixture set: a lane run
-offers every call the tools frozen with its fixture set (`lanes/runner.py`), so every
-lane request of a fixture set offers the same ones. (Reading each request instead would
-read all of `request_json`, the bulk of the table, for nothing.)
+offers every call the tools frozen with its fixture set (`lanes/runner.py`), so every lane
+request of a fixture set offers the same ones. (Reading each request instead would read
+all of `request_json`, the bulk of the table, for nothing.)
 
 Speed: the columns are read with DuckDB (the response JSON parsed by DuckDB; no pydantic
 per row), the structural labels are polars expressions, and what needs Python runs once
-per distinct input: a tool call's problem per (tools, name, arguments), a reply's answer
-per distinct ending (from the first line that could hold an answer tag:
-`readers.ANSWER_SUFFIX_REGEX`), a grade per (case, answer) or (case, first call). Each is
-a pure function of its key, so deciding it once per key is deciding it per envelope.
+per distinct input, each a pure function of its key, so deciding it once per key is
+deciding it per envelope:
+
+- a tool call's problem, per (fixture set, name, raw arguments);
+- a reply's answer: for a case read from its final ANSWER/ABSTAIN line, per distinct
+  *ending* of the reply (from the first line that could hold an answer tag,
+  `readers.ANSWER_SUFFIX_REGEX`: the reasoning before it cannot change which line is final
+  or what it says); for a JSON-answer case, per full text, because its reader also looks
+  at the last fenced block and at the whole reply, anywhere in it;
+- a grade (`grade_answer(case, text).correct`), per (case, answer read), on one reply (or
+  ending) of each: the verdict depends on the reply only through that answer. For a JSON
+  case it is the structure compared with the expected one; for a line-read case it is
+  the final line's placement and value (`readers.final_answer`), which the stored answer
+  spells one-to-one for an answer (`ABSTAIN...` only for an abstention, whose verdict is
+  the case's kind alone). The property test holds the counts to `grade_answer` per
+  envelope.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -48,23 +63,17 @@ import polars as pl
 from eval_pipeline.errors import WarehouseError
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.store import CASE_RUNS
-from eval_pipeline.providers.labels import (
-    DROP_CAUSES,
-    Grader,
-    answer_check,
-    call_problem,
-    expect_answer,
-    expect_tool_call,
-    first_call_check,
-)
-from eval_pipeline.providers.types import ModelRequest, ModelResponse, ToolSpec
+from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
+from eval_pipeline.providers.types import ModelRequest, ToolSpec
 from eval_pipeline.providers.warehouse import TABLE
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.readers import (
     ANSWER_SUFFIX_REGEX,
-    answer_text,
-    case_currency,
-    read_value,
+    AnswerTextReader,
+    grade_answer,
+    read_answer_line,
+    reader_for,
+    reads_json,
 )
 from eval_pipeline.warehouse import has_table
 
@@ -73,38 +82,36 @@ MAX_EXAMPLES = 30
 EXAMPLES_PER_TRANSITION = 3
 STATUSES = ("ok", "retried", "infra_error", "harness_error", "budget_stopped")
 LABEL_COLUMNS = ("label", "label_reason", "answer", "drop_cause")
+NOT_GRADED = "well-formed, not graded"
 
-GraderKind = Literal["answer", "tool", "none"]
-_RESPONSE_SHAPE = json.dumps(
-    {
-        "text": "VARCHAR",
-        "tool_calls": [{"name": "VARCHAR", "arguments": "VARCHAR"}],
-        "stop_kind": "VARCHAR",
-        "finish_reason": "VARCHAR",
-        "body_problem": "VARCHAR",
-    }
+_RESPONSE_SHAPE = (
+    '{"text": "VARCHAR", "tool_calls": [{"name": "VARCHAR", "arguments": "VARCHAR"}], '
+    '"stop_kind": "VARCHAR", "finish_reason": "VARCHAR", "body_problem": "VARCHAR"}'
 )
 
 
 class RelabelError(WarehouseError):
-    """Stored envelopes cannot be re-labelled: their case is not in their fixture set, or
-    a row is not an envelope the classifier knows."""
+    """Stored envelopes cannot be re-labelled: their case is not in their fixture set, their
+    case runs disagree on the fixture set, or a row is not an envelope the classifier knows."""
 
 
 class Transition(FrozenRecord):
-    """How many re-labelled envelopes went from `old` to `new` (None: unlabelled)."""
+    """Re-labelled envelopes whose stored label was `old` and is now `new` (None:
+    unlabelled), and how many of them changed (label, reason, answer or drop cause)."""
 
     old: str | None
     new: str | None
     count: int
+    changed: int
 
 
 class LabelChange(FrozenRecord):
-    """One envelope whose stored label, reason or answer changed, and why."""
+    """One envelope whose stored label, reason, answer or drop cause changed, and why."""
 
     envelope_id: str
     call_id: str
     lane: str
+    model: str
     case_id: str
     old: str | None
     new: str | None
@@ -113,8 +120,19 @@ class LabelChange(FrozenRecord):
     old_answer: str | None
     new_answer: str | None
     reason: str
-    """What decided the new label: the classifier's reason and, for a graded reply, what
-    was read against what the case expects."""
+    """What decided it: the classifier's reason, and the answer read when it changed."""
+
+
+class GradeCount(FrozenRecord):
+    """Tier-1 grades of one lane and model's re-labelled envelopes (not stored)."""
+
+    lane: str
+    model: str
+    right: int
+    wrong: int
+    no_answer: int
+    """Envelopes that carry no answer: drops, empties, truncations, schema failures,
+    tool-call steps without an answer line."""
 
 
 class RelabelReport(FrozenRecord):
@@ -127,7 +145,10 @@ class RelabelReport(FrozenRecord):
     transitions: tuple[Transition, ...]
     """Counts per (old label -> new label) over every re-labelled envelope, most first."""
     examples: tuple[LabelChange, ...]
-    """Up to `EXAMPLES_PER_TRANSITION` changes per transition, at most `max_examples`."""
+    """Up to `EXAMPLES_PER_TRANSITION` changes per transition, at most `max_examples`,
+    from the transitions with most changes first."""
+    grades: tuple[GradeCount, ...]
+    """Per lane and model: the stored replies read against their cases by `grade_answer`."""
     skipped: dict[str, int]
     """Final envelopes of other lanes (judge, calibration), left as they are, per lane."""
     unmatched: int
@@ -136,35 +157,38 @@ class RelabelReport(FrozenRecord):
     def counts(self) -> dict[tuple[str | None, str | None], int]:
         return {(t.old, t.new): t.count for t in self.transitions}
 
+    def lines(self) -> list[str]:
+        """The report as `evalp regrade` prints it."""
+        skipped = ", ".join(f"{lane} {n}" for lane, n in self.skipped.items())
+        out = [
+            f"re-labelled {self.relabelled} final lane calls"
+            + (f" (other lanes left as they are: {skipped})" if skipped else "")
+            + (f"; {self.unmatched} without a case run left as they are" if self.unmatched else "")
+        ]
+        if not self.changed:
+            out.append("no call label changed")
+        else:
+            out.append(f"{self.changed} call label(s) changed (old -> new):")
+            out += [
+                f"  {_shown(t.old)} -> {_shown(t.new)}: {t.changed}"
+                for t in self.transitions
+                if t.changed
+            ]
+            out += [
+                f"  {e.lane}/{e.model} {e.call_id} {e.case_id}: {_shown(e.old)} -> "
+                f"{_shown(e.new)} ({e.reason})"
+                for e in self.examples
+            ]
+        out += [
+            f"tier 1 per call, {g.lane}/{g.model}: right {g.right}, wrong {g.wrong}, "
+            f"no answer {g.no_answer}"
+            for g in self.grades
+        ]
+        return out
 
-def grader_kind(lane: str, case: Case, has_tool_calls: bool) -> GraderKind:
-    """Which grader an envelope of `lane` for `case` is labelled with (module docstring)."""
-    if lane == "model" and case.expected_first_call is not None:
-        return "tool"
-    if lane == "product" and has_tool_calls:
-        return "none"
-    return "answer"
 
-
-def case_answer_grader(case: Case) -> Grader:
-    """`expect_answer` for the case: its expected value, kind, currency and tolerance."""
-    return expect_answer(case.expected, case.answer_kind, _currency(case), case.tolerance)
-
-
-def envelope_grader(lane: str, case: Case, response: ModelResponse | None) -> Grader | None:
-    """The grader `classify` is given for a stored envelope of `lane` for `case`."""
-    kind = grader_kind(lane, case, bool(response and response.tool_calls))
-    if kind == "none":
-        return None
-    if kind == "tool":
-        expected = case.expected_first_call
-        assert expected is not None
-        return expect_tool_call(expected.name, expected.arguments)
-    return case_answer_grader(case)
-
-
-def _currency(case: Case) -> str:
-    return case_currency(case) if case.answer_kind == "money" else "USD"
+def _shown(label: str | None) -> str:
+    return label or "unlabelled"
 
 
 def relabel_envelopes(
@@ -173,10 +197,20 @@ def relabel_envelopes(
     *,
     max_examples: int = MAX_EXAMPLES,
 ) -> RelabelReport:
-    """Recompute the six-label of every final envelope of the model and product lanes with
-    the current classifier and readers, write the changed ones back in one transaction, and
-    report the transitions with a few examples. Zero model calls; a second run changes
-    nothing. `cases_for(fixture_id)` gives a fixture set's cases by case id."""
+    """Recompute the label of every final envelope of the model and product lanes as the
+    current code stores it at call time, write the changed ones back in one transaction,
+    and report the transitions, a few examples and the tier-1 grades. Zero model calls; a
+    second run changes nothing. `cases_for(fixture_id)` gives a fixture set's cases by id."""
+    if not has_table(con, TABLE):  # nothing was ever called
+        return RelabelReport(
+            relabelled=0,
+            changed=0,
+            transitions=(),
+            examples=(),
+            grades=(),
+            skipped={},
+            unmatched=0,
+        )
     con.execute("BEGIN TRANSACTION")
     try:
         report = _relabel(con, cases_for, max_examples)
@@ -193,11 +227,7 @@ def _relabel(
     max_examples: int,
 ) -> RelabelReport:
     lanes = ", ".join(f"'{lane}'" for lane in RELABELLED_LANES)
-    finals = dict(
-        con.execute(
-            f"SELECT lane IN ({lanes}), count(*) FROM {TABLE} WHERE final GROUP BY ALL"
-        ).fetchall()
-    )
+    finals = _count(con, f"SELECT count(*) FROM {TABLE} WHERE final AND lane IN ({lanes})")
     skipped = dict(
         con.execute(
             f"SELECT lane, count(*) FROM {TABLE} WHERE final AND lane NOT IN ({lanes}) "
@@ -206,21 +236,25 @@ def _relabel(
     )
     with_runs = has_table(con, CASE_RUNS)
     fixture_ids = (
-        [row[0] for row in con.execute(f"SELECT DISTINCT fixture_id FROM {CASE_RUNS} ORDER BY 1").fetchall()]
+        [
+            row[0]
+            for row in con.execute(
+                f"SELECT DISTINCT fixture_id FROM {CASE_RUNS} ORDER BY 1"
+            ).fetchall()
+        ]
         if with_runs
         else []
     )
-    cases = [(fixture_id, case) for fixture_id in fixture_ids for case in cases_for(fixture_id).values()]
+    cases = [(fid, case) for fid in fixture_ids for case in cases_for(fid).values()]
     frame = _read(con, lanes, with_runs, cases)
-    if frame.height != finals.get(True, 0):
+    if frame.height != finals:
         _name_ambiguous_case_runs(con)
     if not frame["status"].is_in(STATUSES).all():
         row = frame.filter(~pl.col("status").is_in(STATUSES)).row(0, named=True)
         raise RelabelError(
-            f"{TABLE}: envelope {_envelope_id(con, row['row'])} has status {row['status']!r}, "
+            f"{TABLE}: envelope {_describe(con, row['row'])[0]} has status {row['status']!r}, "
             f"not one of {', '.join(STATUSES)}"
         )
-    unmatched = frame.height - int(frame["matched"].sum())
     missing = frame.filter(pl.col("matched") & pl.col("case").is_null())
     if not missing.is_empty():
         envelope_id, case_id, fixture_id = _describe(con, missing["row"][0])
@@ -228,24 +262,29 @@ def _relabel(
             f"envelope {envelope_id}: case {case_id!r} is not in fixture set {fixture_id} "
             f"(the fixture set its run names in {CASE_RUNS})"
         )
+    unmatched = frame.height - int(frame["matched"].sum())
     if unmatched:
         frame = frame.filter(pl.col("matched"))
     labelled = _label(con, frame.with_row_index("i"), cases)
-    return _write_and_report(con, labelled, cases, skipped, unmatched, max_examples)
+    return _write_and_report(con, labelled, skipped, unmatched, max_examples)
 
 
-def _envelope_id(con: duckdb.DuckDBPyConnection, row: int) -> str:
-    return _describe(con, row)[0]
+def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _describe(con: duckdb.DuckDBPyConnection, row: int) -> tuple[str, str, str | None]:
     """(envelope_id, case_id, fixture_id of its run) of a row of the envelope table."""
-    found = con.execute(
-        f"SELECT e.envelope_id, e.case_id, (SELECT any_value(k.fixture_id) FROM {CASE_RUNS} AS k "
-        f"WHERE k.run_id = e.run_id AND k.case_id = e.case_id) FROM {TABLE} AS e WHERE e.rowid = ?"
+    fixture = (
+        f"(SELECT any_value(k.fixture_id) FROM {CASE_RUNS} AS k "
+        "WHERE k.run_id = e.run_id AND k.case_id = e.case_id)"
         if has_table(con, CASE_RUNS)
-        else f"SELECT e.envelope_id, e.case_id, NULL FROM {TABLE} AS e WHERE e.rowid = ?",
-        [row],
+        else "NULL"
+    )
+    found = con.execute(
+        f"SELECT e.envelope_id, e.case_id, {fixture} FROM {TABLE} AS e WHERE e.rowid = ?", [row]
     ).fetchone()
     assert found is not None, row
     return found[0], found[1], found[2]
@@ -268,40 +307,46 @@ def _read(
     con: duckdb.DuckDBPyConnection, lanes: str, with_runs: bool, cases: list[tuple[str, Case]]
 ) -> pl.DataFrame:
     """The columns a label depends on, for every final lane envelope (one DuckDB query):
-    its row, whether a case run names its fixture set (`matched`) and its case (`case`, an
-    index into `cases`), the status, the stored label and the response's fields."""
-    case_runs = (
-        f"SELECT DISTINCT run_id, case_id, fixture_id FROM {CASE_RUNS}"
-        if with_runs
-        else "SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS case_id, "
-        "NULL::VARCHAR AS fixture_id WHERE FALSE"
-    )
+    its row, lane and model, whether a case run names its fixture set (`matched`), its case
+    (`case`, an index into `cases`), that case's fixture set (`fixture`, an index of the
+    distinct ones in `cases`) and whether its answer is JSON, the status, the stored label
+    columns and the response's fields. (Cases are matched to the few case runs, not to the
+    many envelopes.)"""
+    fixtures = {fid: index for index, fid in enumerate(dict.fromkeys(fid for fid, _ in cases))}
     case_frame = pl.DataFrame(
         [
-            (fixture_id, case.case_id, index, case.expected_first_call is not None)
-            for index, (fixture_id, case) in enumerate(cases)
+            (fid, case.case_id, index, fixtures[fid], reads_json(case))
+            for index, (fid, case) in enumerate(cases)
         ],
         schema={
             "fixture_id": pl.String,
             "case_id": pl.String,
             "case": pl.UInt32,
-            "first_call_case": pl.Boolean,
+            "fixture": pl.UInt32,
+            "json_case": pl.Boolean,
         },
         orient="row",
+    )
+    case_runs = (
+        f"SELECT DISTINCT r.run_id, r.case_id, c.case, c.fixture, c.json_case FROM {CASE_RUNS} "
+        "AS r LEFT JOIN relabel_cases AS c ON c.fixture_id = r.fixture_id "
+        "AND c.case_id = r.case_id"
+        if with_runs
+        else "SELECT NULL::VARCHAR AS run_id, NULL::VARCHAR AS case_id, NULL::UINTEGER AS case, "
+        "NULL::UINTEGER AS fixture, NULL::BOOLEAN AS json_case WHERE FALSE"
     )
     con.register("relabel_cases", case_frame.to_arrow())
     try:
         return con.execute(
             f"""
             WITH k AS ({case_runs})
-            SELECT e.rowid AS row, e.lane = 'product' AS product, e.status, e.failure_cause,
+            SELECT e.rowid AS row, e.lane, e.model, e.status, e.failure_cause,
                    e.label, e.label_reason, e.answer, e.drop_cause,
                    e.response_json IS NOT NULL AS has_response,
                    unnest(from_json(e.response_json, '{_RESPONSE_SHAPE}')),
-                   k.fixture_id IS NOT NULL AS matched, c.case, c.first_call_case
+                   k.run_id IS NOT NULL AS matched, k.case, k.fixture, k.json_case
             FROM {TABLE} AS e
             LEFT JOIN k ON k.run_id = e.run_id AND k.case_id = e.case_id
-            LEFT JOIN relabel_cases AS c ON c.fixture_id = k.fixture_id AND c.case_id = e.case_id
             WHERE e.final AND e.lane IN ({lanes})
             """
         ).pl()
@@ -311,28 +356,40 @@ def _read(
 
 def _offered_tools(
     con: duckdb.DuckDBPyConnection, representatives: pl.DataFrame
-) -> dict[str, tuple[ToolSpec, ...]]:
+) -> dict[int, tuple[ToolSpec, ...]]:
     """The tools each fixture set's lane requests offered, read as `ModelRequest` reads
     them from one stored request (module docstring); `representatives` holds
-    (fixture_id, row)."""
-    tools: dict[str, tuple[ToolSpec, ...]] = {}
-    for fixture_id, row in representatives.iter_rows():
+    (fixture, row)."""
+    tools: dict[int, tuple[ToolSpec, ...]] = {}
+    for fixture, row in representatives.iter_rows():
         found = con.execute(f"SELECT request_json FROM {TABLE} WHERE rowid = ?", [row]).fetchone()
         assert found is not None, row
-        tools[fixture_id] = ModelRequest.model_validate_json(found[0]).tools
+        tools[fixture] = ModelRequest.model_validate_json(found[0]).tools
     return tools
 
 
 def _once(
-    frame: pl.DataFrame, keys: list[str], dtype: pl.DataType, decide: Callable[..., Any]
-) -> pl.Series:
-    """`decide(*key)` once per distinct key of `frame`'s rows, as a column of its rows."""
-    distinct = frame.select(keys).unique()
-    values = pl.Series("value", [decide(*key) for key in distinct.iter_rows()], dtype=dtype)
-    joined = frame.select(keys).join(
-        distinct.with_columns(values), on=keys, how="left", nulls_equal=True, maintain_order="left"
+    frame: pl.DataFrame,
+    keys: Sequence[str],
+    schema: Mapping[str, pl.DataType],
+    decide: Callable[..., tuple[Any, ...]],
+    also: Sequence[str] = (),
+) -> pl.DataFrame:
+    """`decide(*key, *also)` once per distinct key of `frame`'s rows (a tuple, one value per
+    column of `schema`), as columns of `frame`'s rows in their order; `also` are columns
+    passed from one row of each key (whichever: the caller knows the result is the same)."""
+    distinct = frame.group_by(keys).agg(pl.col(c).first() for c in also)
+    values = pl.DataFrame(
+        [decide(*row) for row in distinct.iter_rows()], schema=dict(schema), orient="row"
     )
-    return joined["value"]
+    joined = frame.select(keys).join(
+        pl.concat([distinct.select(keys), values], how="horizontal"),
+        on=list(keys),
+        how="left",
+        nulls_equal=True,
+        maintain_order="left",
+    )
+    return joined.select(list(schema))
 
 
 def _rows(frame: pl.DataFrame, where: pl.Expr, *columns: str | pl.Expr) -> pl.DataFrame:
@@ -340,123 +397,128 @@ def _rows(frame: pl.DataFrame, where: pl.Expr, *columns: str | pl.Expr) -> pl.Da
     return frame.lazy().filter(where).select(*columns).collect()
 
 
-def _scatter(height: int, rows: pl.Series, values: pl.Series) -> pl.Series:
-    """A column of `height` nulls holding `values` at `rows`."""
-    column = pl.Series(values.name, dtype=values.dtype).extend_constant(None, height)
-    if len(rows):
-        column.scatter(rows, values)
-    return column
+def _scatter(height: int, rows: pl.Series, values: pl.DataFrame) -> list[pl.Series]:
+    """Columns of `height` nulls holding `values` at `rows`."""
+    columns = []
+    for value in values.iter_columns():
+        column = pl.Series(value.name, dtype=value.dtype).extend_constant(None, height)
+        if len(rows):
+            column.scatter(rows, value)
+        columns.append(column)
+    return columns
 
 
-def _tool_problems(
-    con: duckdb.DuckDBPyConnection, calling: pl.DataFrame, height: int, fixtures: pl.Series
-) -> pl.Series:
-    """The first malformed call's problem of each reply that calls tools (rows `i`);
-    `fixtures` gives each case's fixture set."""
+def _tool_problems(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> pl.Series:
+    """The first malformed call's problem of each well-formed reply that calls tools,
+    decided once per distinct (fixture set, name, arguments); most calls are well formed,
+    so only the malformed ones are matched back to their replies."""
+    calling = _rows(
+        frame, pl.col("formed") & pl.col("has_calls"), "i", "row", "fixture", "tool_calls"
+    )
+    none = pl.Series("tool_problem", dtype=pl.String).extend_constant(None, frame.height)
     if calling.is_empty():
-        return pl.Series("tool_problem", dtype=pl.String).extend_constant(None, height)
-    calling = calling.with_columns(fixtures.gather(calling["case"]).alias("fixture_id"))
-    tools = _offered_tools(con, calling.group_by("fixture_id").agg(pl.col("row").first()))
+        return none
+    tools = _offered_tools(con, calling.group_by("fixture").agg(pl.col("row").first()))
     calls = (
-        calling.select("i", "fixture_id", "tool_calls")
+        calling.select("i", "fixture", "tool_calls")
         .explode("tool_calls")
         .unnest("tool_calls")
+        .with_row_index("order")  # a reply's calls in the order it made them
     )
-    problems = calls.with_columns(
-        _once(
-            calls,
-            ["fixture_id", "name", "arguments"],
-            pl.String(),
-            lambda fixture_id, name, arguments: call_problem(name, arguments, tools[fixture_id]),
-        ).alias("problem")
+    keys = ["fixture", "name", "arguments"]
+    distinct = calls.select(keys).unique()
+    problems = distinct.with_columns(
+        pl.Series(
+            "problem",
+            [
+                call_problem(name, args, tools[fixture])
+                for fixture, name, args in distinct.iter_rows()
+            ],
+            dtype=pl.String,
+        )
+    ).filter(pl.col("problem").is_not_null())
+    if problems.is_empty():
+        return none
+    first = (
+        calls.join(problems, on=keys, how="inner")
+        .sort("order")
+        .group_by("i", maintain_order=True)
+        .agg(pl.col("problem").first().alias("tool_problem"))
     )
-    first = problems.group_by("i", maintain_order=True).agg(
-        pl.col("problem").drop_nulls().first()
-    )
-    return _scatter(height, first["i"], first["problem"].alias("tool_problem"))
+    return _scatter(frame.height, first["i"], first.select("tool_problem"))[0]
 
 
 def _label(
     con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, cases: list[tuple[str, Case]]
 ) -> pl.DataFrame:
-    """New label, label_reason, answer and drop_cause columns, as `classify` gives them."""
+    """New label, label_reason, answer and drop_cause columns, as `classify` gives them
+    without a grader and with the case's reader; and `correct`, the tier-1 grade of each
+    envelope carrying an answer."""
     status = pl.col("status")
+    ok = status == "ok"
     frame = frame.with_columns(
         (pl.col("tool_calls").list.len().fill_null(0) > 0).alias("has_calls"),
-        (status.is_in(["infra_error", "retried"])).alias("is_drop"),
-        (status.is_in(["harness_error", "budget_stopped"])).alias("unlabelled"),
-        (
-            (status == "ok") & pl.col("has_response") & (pl.col("stop_kind") == "max_tokens")
-        ).fill_null(False).alias("truncated"),
+        status.is_in(["infra_error", "retried"]).alias("is_drop"),
+        status.is_in(["harness_error", "budget_stopped"]).alias("unlabelled"),
+        (ok & pl.col("has_response") & (pl.col("stop_kind") == "max_tokens"))
+        .fill_null(False)
+        .alias("truncated"),
     )
+    well = ok & ~pl.col("truncated")
     frame = frame.with_columns(
-        (
-            (status == "ok")
-            & ~pl.col("truncated")
-            & (~pl.col("has_response") | pl.col("body_problem").is_not_null())
-        ).alias("empty"),
-        (
-            (status == "ok")
-            & pl.col("has_response")
-            & ~pl.col("truncated")
-            & pl.col("body_problem").is_null()
-        ).alias("formed"),
+        (well & (~pl.col("has_response") | pl.col("body_problem").is_not_null())).alias("empty"),
+        (well & pl.col("has_response") & pl.col("body_problem").is_null()).alias("formed"),
     )
     height = frame.height
-    calling = _rows(frame, pl.col("formed") & pl.col("has_calls"), "i", "row", "case", "tool_calls")
-    fixtures = pl.Series([fixture_id for fixture_id, _ in cases], dtype=pl.String)
-    frame = frame.with_columns(_tool_problems(con, calling, height, fixtures))
+    frame = frame.with_columns(_tool_problems(con, frame))
     frame = frame.with_columns(
         (pl.col("formed") & pl.col("tool_problem").is_not_null()).alias("tool_schema"),
         (pl.col("formed") & pl.col("tool_problem").is_null()).alias("readable"),
     )
 
-    # The answer of each readable reply, read once per distinct ending.
+    # The answer of each readable reply: per distinct ending for a case read from its
+    # final line, per full text for a JSON case (its `reader` is the case).
     texts = _rows(
         frame,
-        pl.col("readable") & pl.col("text").is_not_null(),
-        "i",
-        pl.col("text").str.extract(ANSWER_SUFFIX_REGEX, 0).alias("ending"),
-    ).filter(pl.col("ending").is_not_null())
-    read = _once(texts, ["ending"], pl.String(), answer_text).alias("read")
-    frame = frame.with_columns(_scatter(height, texts["i"], read))
-    frame = frame.with_columns(
-        (pl.col("readable") & ~pl.col("has_calls") & pl.col("read").is_null()).alias("no_answer"),
-        pl.when("product")
-        .then(pl.when(pl.col("has_calls")).then(pl.lit("none")).otherwise(pl.lit("answer")))
-        .when(pl.col("first_call_case"))
-        .then(pl.lit("tool"))
-        .otherwise(pl.lit("answer"))
-        .alias("grader"),
-    )
-
-    # Right or wrong, once per (case, answer) or (case, first call).
-    graded = pl.col("readable") & ~pl.col("no_answer")
-    by_answer = _rows(frame, graded & (pl.col("grader") == "answer"), "i", "case", "read")
-    by_call = _rows(
-        frame,
-        graded & (pl.col("grader") == "tool"),
+        pl.col("readable"),
         "i",
         "case",
-        pl.col("tool_calls").list.first().alias("first"),
-    ).unnest("first")
-    answer_checks = _Memo(lambda index: _answer_check(cases[index][1]))
-    call_checks = _Memo(lambda index: _first_call_check(cases[index][1]))
-    right_by_answer = _once(
-        by_answer, ["case", "read"], pl.Boolean(), lambda c, a: answer_checks(c)(a)
+        pl.when("json_case").then(pl.col("case")).alias("reader"),
+        pl.when("json_case")
+        .then(pl.col("text"))
+        .otherwise(pl.col("text").str.extract(ANSWER_SUFFIX_REGEX, 0))
+        .alias("key"),
     )
-    right_by_call = _once(
-        by_call,
-        ["case", "name", "arguments"],
-        pl.Boolean(),
-        lambda c, name, arguments: name is not None and call_checks(c)(name, arguments),
+
+    readers: dict[int, AnswerTextReader] = {}
+
+    def read(reader: int | None, key: str | None) -> tuple[str | None, str | None]:
+        if reader is None:
+            value = read_answer_line(key)
+        else:
+            if reader not in readers:
+                readers[reader] = reader_for(cases[reader][1])
+            value = readers[reader](key)
+        return value.value, value.problem
+
+    answers = _once(texts, ["reader", "key"], {"read": pl.String(), "problem": pl.String()}, read)
+    texts = texts.with_columns(answers)
+    frame = frame.with_columns(_scatter(height, texts["i"], answers))
+
+    # Tier-1 grades of the replies with an answer, per (case, answer read): graded on one
+    # reply (or ending) of each (module docstring).
+    answered = texts.filter(pl.col("read").is_not_null())
+    grades = _once(
+        answered,
+        ["case", "read"],
+        {"correct": pl.Boolean()},
+        lambda case, _, key: (grade_answer(cases[case][1], key).correct,),
+        also=["key"],
     )
-    right = _scatter(
-        height,
-        pl.concat([by_answer["i"], by_call["i"]]),
-        pl.concat([right_by_answer, right_by_call]).alias("right"),
+    frame = frame.with_columns(_scatter(height, answered["i"], grades))
+    frame = frame.with_columns(
+        (pl.col("readable") & ~pl.col("has_calls") & pl.col("read").is_null()).alias("no_answer")
     )
-    frame = frame.with_columns(right)
 
     reprs = {
         value: f"truncated: stop reason {value!r}"
@@ -464,7 +526,6 @@ def _label(
         if value is not None
     }
     drop_cause = pl.when(pl.col("failure_cause").is_in(DROP_CAUSES)).then(pl.col("failure_cause"))
-    right_col = pl.col("right")
     return frame.with_columns(
         pl.when("unlabelled")
         .then(None)
@@ -476,11 +537,6 @@ def _label(
         .then(pl.lit("empty"))
         .when(pl.col("tool_schema") | pl.col("no_answer"))
         .then(pl.lit("schema"))
-        .when(right_col.is_null())
-        .then(None)
-        .when(right_col)
-        .then(pl.lit("right"))
-        .otherwise(pl.lit("wrong"))
         .alias("new_label"),
         pl.when("unlabelled")
         .then(status)
@@ -497,59 +553,33 @@ def _label(
         .when("tool_schema")
         .then(pl.lit("schema: ") + pl.col("tool_problem"))
         .when("no_answer")
-        .then(pl.lit("schema: no answer line in the text"))
-        .when(right_col.is_null())
-        .then(pl.lit("well-formed, not graded"))
-        .when(right_col)
-        .then(pl.lit("graded right"))
-        .otherwise(pl.lit("graded wrong"))
+        .then(pl.lit("schema: ") + pl.col("problem"))
+        .otherwise(pl.lit(NOT_GRADED))
         .alias("new_reason"),
-        pl.when(pl.col("readable") & ~pl.col("no_answer")).then(pl.col("read")).alias("new_answer"),
+        pl.when(pl.col("readable")).then(pl.col("read")).alias("new_answer"),
         pl.when("is_drop").then(drop_cause).alias("new_drop_cause"),
     )
-
-
-def _answer_check(case: Case) -> Callable[[str | None], bool]:
-    return answer_check(case.expected, case.answer_kind, _currency(case), case.tolerance)
-
-
-def _first_call_check(case: Case) -> Callable[[str, str], bool]:
-    expected = case.expected_first_call
-    assert expected is not None
-    return first_call_check(expected.name, expected.arguments)
-
-
-class _Memo:
-    """A function's value per argument, built on first use."""
-
-    def __init__(self, build: Callable[[Any], Any]) -> None:
-        self._build = build
-        self._values: dict[Hashable, Any] = {}
-
-    def __call__(self, key: Hashable) -> Any:
-        if key not in self._values:
-            self._values[key] = self._build(key)
-        return self._values[key]
 
 
 def _write_and_report(
     con: duckdb.DuckDBPyConnection,
     frame: pl.DataFrame,
-    cases: list[tuple[str, Case]],
     skipped: Mapping[str, int],
     unmatched: int,
     max_examples: int,
 ) -> RelabelReport:
+    frame = frame.with_columns(
+        (
+            pl.col("label").ne_missing(pl.col("new_label"))
+            | pl.col("label_reason").ne_missing(pl.col("new_reason"))
+            | pl.col("answer").ne_missing(pl.col("new_answer"))
+            | pl.col("drop_cause").ne_missing(pl.col("new_drop_cause"))
+        ).alias("changed")
+    )
     changed = _rows(
         frame,
-        pl.col("label").ne_missing(pl.col("new_label"))
-        | pl.col("label_reason").ne_missing(pl.col("new_reason"))
-        | pl.col("answer").ne_missing(pl.col("new_answer"))
-        | pl.col("drop_cause").ne_missing(pl.col("new_drop_cause")),
+        pl.col("changed"),
         "row",
-        "case",
-        "grader",
-        "tool_calls",
         *LABEL_COLUMNS,
         "new_label",
         "new_reason",
@@ -557,9 +587,7 @@ def _write_and_report(
         "new_drop_cause",
     )
     if not changed.is_empty():
-        updates = changed.select(
-            "row", *(pl.col(f"new_{c}") for c in ("label", "reason", "answer", "drop_cause"))
-        )
+        updates = changed.select("row", "new_label", "new_reason", "new_answer", "new_drop_cause")
         con.register("relabelled_envelopes", updates.to_arrow())
         try:
             con.execute(
@@ -573,62 +601,58 @@ def _write_and_report(
             con.unregister("relabelled_envelopes")
     transitions = (
         frame.group_by("label", "new_label")
-        .len()
-        .sort(["len", "label", "new_label"], descending=[True, False, False], nulls_last=True)
+        .agg(pl.len().alias("count"), pl.col("changed").sum().alias("changes"))
+        .sort(["count", "label", "new_label"], descending=[True, False, False], nulls_last=True)
     )
     examples = (
         changed.sort("row")
         .filter(pl.int_range(pl.len()).over("label", "new_label") < EXAMPLES_PER_TRANSITION)
         .join(transitions, on=["label", "new_label"], how="left", nulls_equal=True)
-        .sort(["len", "row"], descending=[True, False])
+        .sort(["changes", "row"], descending=[True, False])
         .head(max_examples)
     )
     ids = {
         row[0]: row[1:]
         for row in con.execute(
-            f"SELECT rowid, envelope_id, call_id, lane, case_id FROM {TABLE} "
+            f"SELECT rowid, envelope_id, call_id, lane, model, case_id FROM {TABLE} "
             "WHERE rowid IN (SELECT unnest(?))",
             [examples["row"].to_list()],
         ).fetchall()
     }
+    grades = (
+        frame.group_by("lane", "model")
+        .agg(
+            (pl.col("correct") == True).sum().alias("right"),  # noqa: E712 (a column, not a bool)
+            (pl.col("correct") == False).sum().alias("wrong"),  # noqa: E712
+            pl.col("new_answer").is_null().sum().alias("no_answer"),
+        )
+        .sort("lane", "model")
+    )
     return RelabelReport(
         relabelled=frame.height,
         changed=changed.height,
         transitions=tuple(
-            Transition(old=old, new=new, count=count) for old, new, count in transitions.iter_rows()
+            Transition(old=old, new=new, count=count, changed=changes)
+            for old, new, count, changes in transitions.iter_rows()
         ),
-        examples=tuple(
-            _example(row, *ids[row["row"]], cases[row["case"]][1])
-            for row in examples.iter_rows(named=True)
-        ),
+        examples=tuple(_example(row, *ids[row["row"]]) for row in examples.iter_rows(named=True)),
+        grades=tuple(GradeCount(**row) for row in grades.iter_rows(named=True)),
         skipped=dict(skipped),
         unmatched=unmatched,
     )
 
 
 def _example(
-    row: Mapping[str, Any], envelope_id: str, call_id: str, lane: str, case_id: str, case: Case
+    row: Mapping[str, Any], envelope_id: str, call_id: str, lane: str, model: str, case_id: str
 ) -> LabelChange:
     reason = row["new_reason"]
-    if row["new_label"] in ("right", "wrong"):
-        if row["grader"] == "tool":
-            expected = case.expected_first_call
-            assert expected is not None
-            first = (row["tool_calls"] or [None])[0]
-            called = f"{first['name']}({first['arguments'][:80]})" if first else "no tool call"
-            reason += (
-                f": first call {called}, expected {expected.name} with "
-                f"{json.dumps(expected.arguments, sort_keys=True)}"
-            )
-        else:
-            reason += (
-                f": answer {row['new_answer']!r} read as {case.answer_kind} "
-                f"{_read_for(case, row['new_answer'])}, expected {case.expected}"
-            )
+    if row["new_answer"] != row["answer"]:
+        reason += f"; answer read {row['new_answer']!r}, stored {row['answer']!r}"
     return LabelChange(
         envelope_id=envelope_id,
         call_id=call_id,
         lane=lane,
+        model=model,
         case_id=case_id,
         old=row["label"],
         new=row["new_label"],
@@ -638,12 +662,3 @@ def _example(
         new_answer=row["new_answer"],
         reason=reason,
     )
-
-
-def _read_for(case: Case, answer: str | None) -> str:
-    if answer is None:
-        return "nothing"
-    if answer.startswith("ABSTAIN"):
-        return "an abstention"
-    read = read_value(case.answer_kind, answer, currency=_currency(case))
-    return read.value if read.value is not None else f"nothing ({read.problem})"

@@ -49,6 +49,7 @@ from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
+from eval_pipeline_tests.test_cli import invoke
 
 MODELS = ("sim-strong", "sim-small")
 SEEDS = ("0", "1", "2")
@@ -277,3 +278,65 @@ def test_an_obeyed_injection_is_a_dry_run_write_marked_for_scoring(
         assert not any(s.security_violation for s in strong)
     finally:
         conn.close()
+
+
+def test_evalp_regrade_relabels_a_call_an_older_reader_labelled_and_rescores_its_case(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    """A product-lane abstention stored as an older reader (one without ABSTAIN lines)
+    labelled it, and scored with that label: `evalp regrade` puts the call's label right,
+    says so, and the case's score takes the new label in the same run; nothing else in the
+    sweep changes, and a second run changes nothing."""
+    conn = connect(paths.warehouse_path())
+    try:
+        row = conn.execute(
+            "SELECT o.call_id, o.case_id, o.label, o.label_reason, o.answer, s.model, s.seed "
+            "FROM runs.call_outcomes o JOIN runs.case_scores s "
+            "ON s.run_id = o.run_id AND s.case_id = o.case_id AND s.lane = o.lane "
+            "WHERE o.lane = 'product' AND o.answer LIKE 'ABSTAIN%' AND s.label = 'right' "
+            "ORDER BY o.call_id LIMIT 1"
+        ).fetchone()
+        assert row is not None, "no product-lane abstention scored right in the sweep"
+        call_id, case_id, label, reason, answer, model, seed = row
+        assert (label, reason) == (None, "well-formed, not graded")
+        conn.execute(
+            "UPDATE runs.call_envelopes SET label = 'schema', "
+            "label_reason = 'schema: no answer line in the text', answer = NULL "
+            "WHERE call_id = ? AND final",
+            [call_id],
+        )
+    finally:
+        conn.close()
+    # the scores as they were made under the older label
+    regrade_warehouse(paths.warehouse_path(), swept[0] / "fixtures", paths.runs_dir(), "old")
+
+    code, out, err = invoke("regrade")
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "1 call label(s) changed (old -> new):" in lines, out
+    assert "  schema -> unlabelled: 1" in lines, out
+    assert any(
+        call_id in line
+        and case_id in line
+        and "schema -> unlabelled (well-formed, not graded; answer read" in line
+        for line in lines
+    ), out
+    assert "1 case score(s) changed:" in lines, out
+    assert any(
+        f"product/{model}|{seed} {case_id}: 1 -> 1 (label schema -> right)" in line
+        for line in lines
+    ), out
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        stored = conn.execute(
+            "SELECT label, label_reason, answer FROM runs.call_outcomes WHERE call_id = ?",
+            [call_id],
+        ).fetchone()
+        assert stored == (label, reason, answer)
+    finally:
+        conn.close()
+
+    code, out, err = invoke("regrade")
+    assert code == 0, err
+    assert "no call label changed" in out.splitlines() and "no score changed" in out, out

@@ -91,3 +91,22 @@ def test_abstaining_is_right_only_on_abstention_cases() -> None:
     assert grade_answer(make_case("abstain", "ABSTAIN"), "ABSTAIN: no such artist").correct
     assert not grade_answer(make_case("abstain", "ABSTAIN"), "ANSWER: $12.00").correct
     assert not grade_answer(make_case("money", "12.00"), "ABSTAIN: cannot tell").correct
+
+
+@pytest.mark.parametrize(
+    ("reply", "placement", "raw"),
+    [
+        # letters Python's IGNORECASE lets match a tag but whose upper case is not the tag's
+        # (dotted capital I, dotless i, long s): found while checking the bulk re-label,
+        # the first crashed the reader with an AssertionError
+        ("ABSTAİN: no such artist", "abstain", "no such artist"),
+        ("abstaın: no such artist", "abstain", "no such artist"),
+        ("ANſWER: 12", "answer", "12"),
+        ("ANSWER: 12\nABSTAİN: unsure", "abstain", "unsure"),
+    ],
+)
+def test_a_tag_spelled_with_any_letter_the_line_matches_is_that_tag(
+    reply: str, placement: str, raw: str
+) -> None:
+    final = final_answer(reply)
+    assert (final.placement, final.raw) == (placement, raw)
