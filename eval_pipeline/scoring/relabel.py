@@ -78,6 +78,7 @@ from eval_pipeline.scoring.readers import (
 from eval_pipeline.warehouse import has_table
 
 RELABELLED_LANES: tuple[str, ...] = ("model", "product")
+_LANES = ", ".join(f"'{lane}'" for lane in RELABELLED_LANES)
 MAX_EXAMPLES = 30
 EXAMPLES_PER_TRANSITION = 3
 STATUSES = ("ok", "retried", "infra_error", "harness_error", "budget_stopped")
@@ -214,8 +215,10 @@ def relabel_envelopes(
     con.execute("BEGIN TRANSACTION")
     try:
         report = _relabel(con, cases_for, max_examples)
-    except BaseException:
+    except BaseException as error:
         con.execute("ROLLBACK")
+        if isinstance(error, duckdb.InvalidInputException):
+            _name_unreadable_response(con)
         raise
     con.execute("COMMIT")
     return report
@@ -226,7 +229,7 @@ def _relabel(
     cases_for: Callable[[str], Mapping[str, Case]],
     max_examples: int,
 ) -> RelabelReport:
-    lanes = ", ".join(f"'{lane}'" for lane in RELABELLED_LANES)
+    lanes = _LANES
     finals = _count(con, f"SELECT count(*) FROM {TABLE} WHERE final AND lane IN ({lanes})")
     skipped = dict(
         con.execute(
@@ -288,6 +291,17 @@ def _describe(con: duckdb.DuckDBPyConnection, row: int) -> tuple[str, str, str |
     ).fetchone()
     assert found is not None, row
     return found[0], found[1], found[2]
+
+
+def _name_unreadable_response(con: duckdb.DuckDBPyConnection) -> None:
+    """Raise naming a final lane envelope whose stored response is not JSON (DuckDB's
+    own error does not say which row it was reading)."""
+    row = con.execute(
+        f"SELECT envelope_id FROM {TABLE} WHERE final AND lane IN ({_LANES}) "
+        "AND response_json IS NOT NULL AND NOT json_valid(response_json) LIMIT 1"
+    ).fetchone()
+    if row is not None:
+        raise RelabelError(f"{TABLE}: envelope {row[0]}: response_json is not valid JSON")
 
 
 def _name_ambiguous_case_runs(con: duckdb.DuckDBPyConnection) -> None:
