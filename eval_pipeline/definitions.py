@@ -21,6 +21,7 @@ from eval_pipeline.defs.score_assets import (
     ship_gate_asset,
     sweep_summary_asset,
 )
+from eval_pipeline.defs.tracking_assets import sweep_tracking_asset
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
     fixtures_asset,
@@ -43,6 +44,7 @@ defs = dg.Definitions(
         product_lane_scores_asset,
         sweep_summary_asset,
         ship_gate_asset,
+        sweep_tracking_asset,
     ],
     asset_checks=[fixtures_match_world],
     jobs=[main_job, lanes_job, results_job],
