@@ -1,7 +1,6 @@
 """MLflow tracking in Dagster: one resource around one `MlflowClient`, and the sweep's
 tracking asset (a parent run per sweep, nested runs per lane × model × seed)."""
 
-
 from typing import TYPE_CHECKING
 
 import dagster as dg
