@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.defs.experiment_assets import all_experiment_assets
 from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
@@ -45,6 +46,7 @@ defs = dg.Definitions(
         sweep_summary_asset,
         ship_gate_asset,
         sweep_tracking_asset,
+        *all_experiment_assets(),
     ],
     asset_checks=[fixtures_match_world],
     jobs=[main_job, lanes_job, results_job],
