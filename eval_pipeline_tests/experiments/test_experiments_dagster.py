@@ -6,8 +6,12 @@ behind two wire formats is confirmed equivalent, and sim-small's stall bounce is
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import yaml
 from click.testing import CliRunner
 
 from eval_pipeline import paths
@@ -101,3 +105,73 @@ def test_the_shipped_experiments_register_run_and_give_verdicts(
         }
     )
     assert stored["spec_hash"] == find_registration(client, "serving-path-sim-strong").spec_hash  # type: ignore[union-attr]
+
+
+def copy_spec(source: str, new_id: str, **changes: object) -> None:
+    folder = Path(os.environ["EVALP_EXPERIMENTS_DIR"])
+    spec = yaml.safe_load((folder / f"{source}.yaml").read_text())
+    spec.update(id=new_id, **changes)
+    (folder / f"{new_id}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def test_an_edited_spec_an_unknown_id_and_another_fixture_set_are_refused(
+    at_project: tuple[Path, str],
+) -> None:
+    copy_spec("serving-path-sim-strong", "edited-after-registration")
+    assert evalp("experiment", "register", "edited-after-registration")[0] == 0
+    copy_spec("edited-after-registration", "edited-after-registration", margin=5.0)
+    code, out = evalp("experiment", "run", "edited-after-registration")
+    assert code == 2
+    assert "changed since it was registered" in out and "spec.margin" in out
+
+    code, out = evalp("experiment", "run", "no-such-experiment")
+    assert code == 2 and "no experiment 'no-such-experiment'" in out
+
+    copy_spec("serving-path-sim-strong", "on-a-regenerated-world", fixture_id="fx-0000")
+    assert evalp("experiment", "register", "on-a-regenerated-world")[0] == 0
+    code, out = evalp("experiment", "run", "on-a-regenerated-world")
+    assert code == 2
+    assert "registered on fixture set fx-0000" in out and at_project[1] in out
+
+    copy_spec("serving-path-sim-strong", "never-registered")
+    code, out = evalp("experiment", "run", "never-registered")
+    assert code == 2 and "never-registered is not registered" in out
+    assert not (paths.var_dir() / "experiments" / "never-registered").exists()
+
+
+def test_two_experiment_runs_at_once_share_the_stores_cleanly(
+    at_project: tuple[Path, str],
+) -> None:
+    names = ("concurrent-serving", "concurrent-lanes")
+    copy_spec("serving-path-sim-strong", names[0])
+    copy_spec("lanes-sim-small", names[1])
+    for name in names:
+        assert evalp("experiment", "register", name)[0] == 0
+    evalp_bin = Path(sys.executable).with_name("evalp")
+    started = [
+        subprocess.Popen(
+            [str(evalp_bin), "experiment", "run", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name in names
+    ]
+    outputs = [process.communicate(timeout=600)[0] for process in started]
+    for process, output in zip(started, outputs, strict=True):
+        assert process.returncode == 0, output
+        assert "locked" not in output.lower()
+    client = open_client(default_store())
+    for name in names:
+        registration = find_registration(client, name)
+        assert registration is not None
+        runs = client.search_runs(
+            [registration.mlflow_experiment_id], filter_string=f"tags.`{KIND_TAG}` = 'result'"
+        )
+        (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        assert {c.data.tags["evalp.arm"] for c in children} == {"reference", "candidate"}
+        assert all(c.data.tags["evalp.experiment_id"] == name for c in runs)
+        report = report_of(name)
+        assert report.experiment_id == name
+        assert all(arm.cases > 100 for arm in report.arms)
