@@ -154,7 +154,7 @@ def demo() -> None:
         _echo_results(outcome.results)
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
-    click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
+    click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
     if not outcome.success:
         sys.exit(1)
 
@@ -203,6 +203,13 @@ def _echo_results(results: JobOutcome) -> None:
             click.echo(f"  notice       {notice}")
     for check, passed in sorted(results.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    tracked = results.materializations.get("sweep_tracking", {})
+    if tracked:
+        click.echo(
+            f"  mlflow       {tracked.get('mlflow_experiment')}: sweep run "
+            f"{tracked.get('mlflow_parent_run_id')} with {tracked.get('nested_runs')} nested "
+            f"runs ({tracked.get('tracking_uri')})"
+        )
     for failure in results.failures:
         click.echo(f"error: results: {failure.step}: {one_line(failure.message)}", err=True)
 
