@@ -4,6 +4,7 @@ tracking asset (a parent run per sweep, nested runs per lane × model × seed)."
 from typing import TYPE_CHECKING
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from eval_pipeline import paths, stages
 from eval_pipeline.defs.keys import (
@@ -29,13 +30,17 @@ class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
     embedded SQLite store under var/mlflow/."""
 
     tracking_uri: str = ""
+    _client: "MlflowClient | None" = PrivateAttr(default=None)
 
     def store(self) -> TrackingStore:
         return default_store(self.tracking_uri)
 
     def client(self) -> "MlflowClient":
-        """A client on the store (raises TrackingError naming the URI when unreachable)."""
-        return open_client(self.store())
+        """The step's one client on the store, opened on first use (raises TrackingError
+        naming the URI when the store cannot be reached)."""
+        if self._client is None:
+            self._client = open_client(self.store())
+        return self._client
 
 
 @dg.asset(

@@ -53,7 +53,9 @@ def default_store(uri: str = "") -> TrackingStore:
 
 def open_client(store: TrackingStore) -> MlflowClient:
     """A client on `store`, its schema created if new; raises TrackingError when the store
-    cannot be reached or read."""
+    cannot be reached or read. MLflow's usage telemetry is off unless the user turned it
+    on: nothing leaves the machine but what is logged to the store."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow import MlflowClient
 
     if store.embedded:

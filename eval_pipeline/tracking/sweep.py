@@ -71,6 +71,9 @@ def summary_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
     for row in summary.rows:
         if row.mean is not None:
             metrics[f"{prefix}score.{row.category}"] = row.mean
+        if row.low is not None and row.high is not None:
+            metrics[f"{prefix}score_low.{row.category}"] = row.low
+            metrics[f"{prefix}score_high.{row.category}"] = row.high
         metrics[f"{prefix}n.{row.category}"] = row.scored
     if summary.yield_rate is not None:
         metrics[f"{prefix}yield"] = summary.yield_rate
@@ -195,7 +198,8 @@ def log_sweep(
                 "settings_hash": ",".join(hashes),
                 **_identity_params(identities[hashes[0]] if len(hashes) == 1 else None),
             }
-            metrics = summary_metrics(summarize_lane(lane, model, rows))
+            # one seed: no interval over cases is logged per run (the parent has them)
+            metrics = summary_metrics(summarize_lane(lane, model, rows, intervals=False))
             metrics.update({f"case.{s.case_id}": s.score for s in rows if s.score is not None})
             cost = sum((s.cost_usd for s in rows), Decimal(0))
             count = log_values(
