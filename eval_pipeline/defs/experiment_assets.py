@@ -90,7 +90,7 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     )
     def parity(context: dg.AssetExecutionContext, tracking: MlflowTracking) -> dg.MaterializeResult:  # type: ignore[type-arg]
         current = load_spec(experiment)
-        material, _, _ = resolve(current)
+        material, configs, _ = resolve(current)
         client = tracking.client()
         try:
             registration = require_registration(client, current, material, current.fixture_id)
@@ -106,7 +106,10 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
                     f"{arm_scores_key(experiment).to_user_string()}"
                 )
             scores[arm] = list(result.scores)
-        report = parity_report(current, registration.spec_hash, scores, load_gate_config())
+        providers = {name: configs[name].provider for name in current.models()}
+        report = parity_report(
+            current, registration.spec_hash, scores, load_gate_config(), providers
+        )
         markdown = report_markdown(current, report)
         folder = paths.var_dir() / "reports" / "experiments"
         folder.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,8 @@ class ArmSummary(FrozenRecord):
     arm: str
     label: str
     model: str
+    provider: str
+    """The model config's provider ("simulated": the project's simulated provider)."""
     lane: str
     seeds: tuple[int, ...]
     cases: int
@@ -149,7 +151,7 @@ def _breaks(kind: str, rule_limit: float, difference: float) -> bool:
 
 
 def arm_summary(
-    name: str, arm: ArmSpec, scores: Sequence[CaseScore], gate_config: GateConfig
+    name: str, arm: ArmSpec, scores: Sequence[CaseScore], gate_config: GateConfig, provider: str
 ) -> ArmSummary:
     values = case_values(scores, "case_score")
     gate_text = "not applicable: the ship gate reads the product lane only"
@@ -163,6 +165,7 @@ def arm_summary(
         arm=name,
         label=arm.label,
         model=arm.model,
+        provider=provider,
         lane=arm.lane,
         seeds=arm.seeds,
         cases=len({s.case_id for s in scores}),
@@ -299,14 +302,17 @@ def parity_report(
     spec_hash: str,
     scores: Mapping[str, Sequence[CaseScore]],
     gate_config: GateConfig,
+    providers: Mapping[str, str],
 ) -> ParityReport:
-    """The report over every comparison the spec registered."""
+    """The report over every comparison the spec registered; `providers` names each arm
+    model's provider, so results from the simulated provider say so."""
     arms = spec.arms()
     missing = sorted(set(arms) - set(scores))
     if missing:
         raise ValueError(f"experiment {spec.id}: no scores for arm(s) {', '.join(missing)}")
     summaries = {
-        name: arm_summary(name, arm, scores[name], gate_config) for name, arm in arms.items()
+        name: arm_summary(name, arm, scores[name], gate_config, providers[arm.model])
+        for name, arm in arms.items()
     }
     return ParityReport(
         experiment_id=spec.id,
@@ -322,6 +328,10 @@ def parity_report(
             for reference, candidate in spec.comparisons()
         ),
     )
+
+
+def _provider(provider: str) -> str:
+    return "simulated provider" if provider == "simulated" else f"provider {provider}"
 
 
 def _num(value: float | None, sign: bool = False) -> str:
@@ -355,7 +365,7 @@ def report_markdown(spec: ExperimentSpec, report: ParityReport) -> str:
     for arm in report.arms:
         gate = "–" if arm.gate_passed is None else ("passes" if arm.gate_passed else "FAILS")
         lines.append(
-            f"| {arm.arm} | {arm.label} ({arm.model}) | {arm.lane} | "
+            f"| {arm.arm} | {arm.label} ({arm.model}, {_provider(arm.provider)}) | {arm.lane} | "
             f"{','.join(map(str, arm.seeds))} | {arm.cases} | {arm.scored} | "
             f"{_num(arm.mean_points)} | {arm.infra_errors} | {arm.budget_stopped} | {gate} |"
         )

@@ -103,7 +103,7 @@ def register(
     run_id = start_run(
         client,
         mlflow_experiment,
-        f"registration of {spec.id}",
+        "registration",
         tags={
             KIND_TAG: "registration",
             ID_TAG: spec.id,
@@ -206,9 +206,7 @@ def log_result(
         "evalp.fixture_id": fixture_id,
         **tags,
     }
-    parent = start_run(
-        client, registration.mlflow_experiment_id, f"result of {spec.id}", tags=base_tags
-    )
+    parent = start_run(client, registration.mlflow_experiment_id, "result", tags=base_tags)
     arm_runs: dict[str, str] = {}
     try:
         log_values(
@@ -223,7 +221,7 @@ def log_result(
             run_id = start_run(
                 client,
                 registration.mlflow_experiment_id,
-                f"{spec.id} · {arm}",
+                f"arm {arm}",
                 tags={**base_tags, "evalp.arm": arm},
                 parent_run_id=parent,
             )

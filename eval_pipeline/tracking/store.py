@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 TRACKING_URI_ENV = "EVALP_MLFLOW_URI"
+KIND_TAG = "mlflow.experimentKind"
+RUNS_KIND = "custom_model_development"
+"""Opens the experiment in the UI's runs view (params, metrics, nested runs), not the
+GenAI traces view MLflow 3 shows by default."""
 _PROBE_RETRIES = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 _PROBE_TIMEOUT = "MLFLOW_HTTP_REQUEST_TIMEOUT"
 
@@ -56,6 +60,7 @@ def open_client(store: TrackingStore) -> MlflowClient:
     cannot be reached or read. MLflow's usage telemetry is off unless the user turned it
     on: nothing leaves the machine but what is logged to the store."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
 
     if store.embedded:

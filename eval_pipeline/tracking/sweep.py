@@ -174,7 +174,7 @@ def log_sweep(
             },
         )
         for (lane, model, seed), rows in sorted(groups.items()):
-            run_name = f"{lane} lane · {model} · seed {seed}"
+            run_name = f"{model} · {lane} · seed {seed}"
             run_id = start_run(
                 client,
                 experiment,

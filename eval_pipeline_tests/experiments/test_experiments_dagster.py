@@ -48,6 +48,7 @@ def test_the_shipped_experiments_register_run_and_give_verdicts(
         code, out = evalp("experiment", "run", experiment)
         assert code == 0, out
         assert "| category | n shared |" in out
+        assert "simulated provider" in out
 
     serving = report_of("serving-path-sim-strong")
     (comparison,) = serving.comparisons

@@ -22,6 +22,7 @@ from eval_pipeline.experiments.spec import ExperimentSpec
 from eval_pipeline.scoring.gate import GateConfig
 from eval_pipeline.scoring.score import CaseScore
 
+PROVIDERS = {"m-a": "simulated", "m-b": "simulated"}
 GATE = GateConfig(candidates=("m-a",), core_required=0, max_category_drop=3.0)
 
 
@@ -106,7 +107,7 @@ def test_identical_arms_are_confirmed_equivalent_with_a_zero_interval() -> None:
         "reference": [score("m-a", i, v) for i, v in enumerate(values)],
         "candidate": [score("m-b", i, v) for i, v in enumerate(values)],
     }
-    (comparison,) = parity_report(spec(), "hash", scores, GATE).comparisons
+    (comparison,) = parity_report(spec(), "hash", scores, GATE, PROVIDERS).comparisons
     assert comparison.verdict == "confirmed"
     assert (comparison.low, comparison.high, comparison.difference) == (0.0, 0.0, 0.0)
     assert comparison.mcnemar_p == 1.0
@@ -118,7 +119,7 @@ def test_a_drop_is_refuted_and_mcnemar_counts_the_discordant_pairs() -> None:
     candidate[39] = score("m-b", 39, 1.0)
     reference[39] = score("m-a", 39, 0.0)
     (comparison,) = parity_report(
-        spec(), "hash", {"reference": reference, "candidate": candidate}, GATE
+        spec(), "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
     ).comparisons
     assert comparison.verdict == "refuted"
     assert comparison.mcnemar_reference_only == 12
@@ -131,7 +132,9 @@ def test_unheard_cases_leave_the_pairs_and_an_unhealed_arm_cannot_confirm() -> N
     reference = [score("m-a", i, 1.0) for i in range(40)]
     candidate = [score("m-b", i, 1.0) for i in range(39)]
     candidate.append(score("m-b", 39, None, status="infra_error"))
-    report = parity_report(spec(), "hash", {"reference": reference, "candidate": candidate}, GATE)
+    report = parity_report(
+        spec(), "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
+    )
     (comparison,) = report.comparisons
     assert comparison.shared_cases == 39
     assert comparison.left_out == {"reference": 0, "candidate": 1}
@@ -150,11 +153,11 @@ def test_a_category_past_the_rule_refutes_and_a_small_one_only_carries_a_caveat(
         return {"reference": reference, "candidate": candidate}
 
     wide = spec(margin=5.0)
-    (broken,) = parity_report(wide, "hash", arms(6), GATE).comparisons
+    (broken,) = parity_report(wide, "hash", arms(6), GATE, PROVIDERS).comparisons
     row = next(r for r in broken.categories if r.category == "multi_step")
     assert row.breaks_rule and not row.small_n
     assert broken.verdict == "refuted"
-    (small,) = parity_report(wide, "hash", arms(4), GATE).comparisons
+    (small,) = parity_report(wide, "hash", arms(4), GATE, PROVIDERS).comparisons
     row = next(r for r in small.categories if r.category == "multi_step")
     assert row.small_n and not row.breaks_rule
     assert small.verdict == "confirmed"
