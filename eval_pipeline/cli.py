@@ -154,7 +154,7 @@ def demo() -> None:
         _echo_results(outcome.results)
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
-    click.echo("Open the Dagster UI: ./dev ui   (or: evalp ui)")
+    click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
     if not outcome.success:
         sys.exit(1)
 
@@ -203,6 +203,13 @@ def _echo_results(results: JobOutcome) -> None:
             click.echo(f"  notice       {notice}")
     for check, passed in sorted(results.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    tracked = results.materializations.get("sweep_tracking", {})
+    if tracked:
+        click.echo(
+            f"  mlflow       {tracked.get('mlflow_experiment')}: sweep run "
+            f"{tracked.get('mlflow_parent_run_id')} with {tracked.get('nested_runs')} nested "
+            f"runs ({tracked.get('tracking_uri')})"
+        )
     for failure in results.failures:
         click.echo(f"error: results: {failure.step}: {one_line(failure.message)}", err=True)
 
@@ -303,16 +310,156 @@ def _seed_list(text: str) -> list[int]:
 
 @main.command()
 @click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
-def ui(port: int) -> None:
-    """Open the Dagster UI on this project's local instance (dagster dev)."""
+@click.option("--mlflow-port", type=PORT_RANGE, default=5000, show_default=True)
+def ui(port: int, mlflow_port: int) -> None:
+    """Serve the Dagster UI (this project's local instance) and the MLflow UI (the
+    tracking store) on loopback until interrupted."""
+    import signal
+    import subprocess
+    import time
+
+    from eval_pipeline.tracking.store import default_store, open_client
+
     home = paths.prepared_dagster_home()
-    os.environ["DAGSTER_HOME"] = str(home)
-    dagster = Path(sys.executable).with_name("dagster")
-    workspace = paths.PROJECT_ROOT / "workspace.yaml"
-    click.echo(f"DAGSTER_HOME={home}; serving http://127.0.0.1:{port}")
-    os.execv(
-        dagster, [str(dagster), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+    store = default_store()
+    open_client(store)  # creates the embedded store once, before the server reads it
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "DAGSTER_HOME": str(home), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    commands = {
+        f"Dagster  http://127.0.0.1:{port}": [
+            str(bin_dir / "dagster"),
+            "dev",
+            "-w",
+            str(paths.PROJECT_ROOT / "workspace.yaml"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        f"MLflow   http://127.0.0.1:{mlflow_port}": [
+            str(bin_dir / "mlflow"),
+            "ui",
+            "--backend-store-uri",
+            store.uri,
+            "--default-artifact-root",
+            store.artifact_root,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(mlflow_port),
+            "--workers",
+            "1",
+        ],
+    }
+
+    def default_sigint() -> None:  # the servers map SIGTERM to SIGINT: it must not be ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    children = [
+        subprocess.Popen(command, env=env, preexec_fn=default_sigint)
+        for command in commands.values()
+    ]
+    click.echo(f"DAGSTER_HOME={home}; MLflow store {store.uri}")
+    for address in commands:
+        click.echo(f"  {address}")
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        click.echo("stopping the servers")
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            child.wait(timeout=30)
+    ended = [c.returncode for c in children]
+    click.echo(f"servers stopped (exit codes {ended})")
+
+
+@main.group()
+def experiment() -> None:
+    """Pre-registered experiments: register a spec before any result, then run it."""
+
+
+@experiment.command("list")
+def experiment_list() -> None:
+    """Every spec in configs/experiments and whether it is registered."""
+    from eval_pipeline.experiments.registry import find_registration
+    from eval_pipeline.experiments.spec import scan_specs
+    from eval_pipeline.tracking.store import default_store, open_client
+
+    specs, errors = scan_specs()
+    client = open_client(default_store())
+    for spec in specs:
+        registration = find_registration(client, spec.id)
+        state = (
+            "not registered"
+            if registration is None
+            else f"registered {registration.spec_hash[:12]}"
+        )
+        click.echo(f"{spec.id}: {spec.kind}, margin {spec.margin:g}; {state}")
+    for error in errors:
+        click.echo(f"invalid: {error}", err=True)
+
+
+@experiment.command("register")
+@click.argument("experiment_id")
+def experiment_register(experiment_id: str) -> None:
+    """Hash the spec (with the model configs and judge it names) and log it to MLflow as a
+    registration run, before any result exists."""
+    from eval_pipeline.experiments.registry import register
+    from eval_pipeline.experiments.spec import load_spec, resolve
+    from eval_pipeline.tracking.provenance import code_version
+    from eval_pipeline.tracking.store import default_store, open_client
+
+    spec = load_spec(experiment_id)
+    material, _, _ = resolve(spec)
+    store = default_store()
+    registration, new = register(open_client(store), store, spec, material, code_version())
+    verb = "registered" if new else "already registered, unchanged"
+    click.echo(
+        f"{experiment_id}: {verb}; spec hash {registration.spec_hash}; MLflow run "
+        f"{registration.run_id} in {store.uri}"
     )
+
+
+@experiment.command("run")
+@click.argument("experiment_id")
+def experiment_run(experiment_id: str) -> None:
+    """Run both arms (one Dagster run per arm partition) and write the parity report;
+    refuses an unregistered or altered spec, or another fixture set."""
+    from eval_pipeline import stages
+    from eval_pipeline.defs.runner import run_experiment
+    from eval_pipeline.experiments.registry import require_registration
+    from eval_pipeline.experiments.spec import load_spec, resolve
+    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.warehouse import connect
+
+    spec = load_spec(experiment_id)
+    material, _, _ = resolve(spec)
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        fixture_id = load_fixtures(stages.recorded_fixture_path(conn)).fixture_id
+    finally:
+        conn.close()
+    registration = require_registration(open_client(default_store()), spec, material, fixture_id)
+    click.echo(f"{experiment_id}: registration {registration.run_id} holds; running the arms")
+    outcomes = run_experiment(experiment_id)
+    for outcome in outcomes:
+        for failure in outcome.failures:
+            click.echo(f"  {failure.step}: {failure.message}", err=True)
+    if not all(o.success for o in outcomes):
+        fail(f"experiment {experiment_id} did not finish (Dagster run {outcomes[-1].run_id})", 1)
+    report = outcomes[-1].materializations[f"experiments/{experiment_id}/parity_report"]
+    click.echo(str(report["report"]))
+    click.echo(f"report: {report['path']}")
 
 
 @main.command()

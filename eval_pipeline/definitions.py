@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.defs.experiment_assets import all_experiment_assets
 from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
@@ -21,6 +22,7 @@ from eval_pipeline.defs.score_assets import (
     ship_gate_asset,
     sweep_summary_asset,
 )
+from eval_pipeline.defs.tracking_assets import sweep_tracking_asset
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
     fixtures_asset,
@@ -43,6 +45,8 @@ defs = dg.Definitions(
         product_lane_scores_asset,
         sweep_summary_asset,
         ship_gate_asset,
+        sweep_tracking_asset,
+        *all_experiment_assets(),
     ],
     asset_checks=[fixtures_match_world],
     jobs=[main_job, lanes_job, results_job],

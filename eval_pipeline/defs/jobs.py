@@ -7,6 +7,7 @@ import dagster as dg
 
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
+    EXPERIMENTS_GROUP,
     LANES_GROUP,
     LANES_JOB,
     MAIN_JOB,
@@ -16,10 +17,11 @@ from eval_pipeline.defs.keys import (
 
 LANE_ASSETS = dg.AssetSelection.groups(LANES_GROUP) - dg.AssetSelection.assets(AGENT_WORLD_ASSET)
 RESULT_ASSETS = dg.AssetSelection.groups(RESULTS_GROUP)
+EXPERIMENT_ASSETS = dg.AssetSelection.groups(EXPERIMENTS_GROUP)
 
 main_job = dg.define_asset_job(
     MAIN_JOB,
-    selection=dg.AssetSelection.all() - LANE_ASSETS - RESULT_ASSETS,
+    selection=dg.AssetSelection.all() - LANE_ASSETS - RESULT_ASSETS - EXPERIMENT_ASSETS,
     description=(
         "Everything before the lanes: world, answer key, fixtures, the world-only agent "
         "database, and the call classifier's calibration on the simulated provider."

@@ -72,7 +72,7 @@ def model_and_seed(context: dg.AssetExecutionContext) -> tuple[str, int]:
     return keys["model"], int(keys["seed"])
 
 
-def _latest_path(context: dg.AssetExecutionContext, asset: str) -> str:
+def latest_path(context: dg.AssetExecutionContext, asset: str) -> str:
     """The `path` an upstream asset recorded at its latest materialization."""
     event = context.instance.get_latest_materialization_event(dg.AssetKey(asset))
     if event is None or event.asset_materialization is None:
@@ -99,8 +99,8 @@ def _run_lane(
         model=model,
         seed=seed,
         run_id=run_id,
-        fixture_path=_latest_path(context, FIXTURES_ASSET),
-        agent_db=_latest_path(context, AGENT_WORLD_ASSET),
+        fixture_path=latest_path(context, FIXTURES_ASSET),
+        agent_db=latest_path(context, AGENT_WORLD_ASSET),
         settings=LaneSettings(lane=lane, guards=guards),
     )
     with model_session(sim, calls, run_id=run_id, configs={model: config}) as session:

@@ -271,3 +271,44 @@ def _job_outcome(result: dg.ExecuteInProcessResult, partition: str | None = None
         failures=failures,
         partition=partition,
     )
+
+
+def run_experiment(experiment: str) -> tuple[JobOutcome, ...]:
+    """Every arm of a registered experiment (one Dagster run per arm partition), then its
+    parity report, on the instance in DAGSTER_HOME. The caller checked the registration;
+    each asset checks it again."""
+    from eval_pipeline.defs.experiment_assets import experiment_assets
+    from eval_pipeline.defs.resources import default_resources
+    from eval_pipeline.experiments.spec import load_spec
+
+    spec = load_spec(experiment)
+    arm_asset, report_asset = experiment_assets(spec)
+    home = paths.prepared_dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    resources = default_resources()
+    tags = {DEMO_TAG: f"evalp experiment run {experiment}"}
+    outcomes: list[JobOutcome] = []
+    with dg.DagsterInstance.get() as instance:
+        for arm in spec.arms():
+            result = dg.materialize(
+                [arm_asset],
+                instance=instance,
+                resources=resources,
+                partition_key=arm,
+                raise_on_error=False,
+                tags=tags,
+                run_config=QUIET,
+            )
+            outcomes.append(_job_outcome(result, partition=arm))
+            if not result.success:
+                return tuple(outcomes)
+        result = dg.materialize(
+            [report_asset],
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+            tags=tags,
+            run_config=QUIET,
+        )
+        outcomes.append(_job_outcome(result))
+    return tuple(outcomes)

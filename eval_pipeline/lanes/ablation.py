@@ -17,23 +17,15 @@ from pathlib import Path
 
 from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
-from eval_pipeline.lanes.runner import (
-    TRACES_JOURNAL,
-    LaneSettings,
-    latest_runs,
-    partition_dir,
-    run_partition,
-)
-from eval_pipeline.lanes.toolbox import LabelToolbox
+from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.grading import judged_replies
-from eval_pipeline.scoring.judge import Judge, ask_judge, verdict_key
-from eval_pipeline.scoring.score import CaseScore, score_case
+from eval_pipeline.scoring.isolated import run_and_score
+from eval_pipeline.scoring.judge import Judge
+from eval_pipeline.scoring.score import CaseScore
 
 MODEL_LANE = "model lane (first action)"
 ALL_GUARDS = "product lane, all guards"
@@ -154,50 +146,16 @@ async def run_ablation(
 ) -> AblationMatrix:
     """Run every configuration for every seed (each in its own records folder under `root`),
     then score every case as the sweep does, asking the judge once per distinct reply."""
-    cases = {case.case_id: case for case in fixture_set.cases}
-    runs: dict[str, list[tuple[CaseRun, list[TraceEvent]]]] = {}
-    with LabelToolbox(agent_db) as toolbox:
-        for name, settings in configurations(base or GuardSettings()):
-            slug = name.replace(" ", "_").replace(",", "")
-            for seed in seeds:
-                folder = partition_dir(settings.lane, config.name, seed, root / slug)
-                await run_partition(
-                    lane=settings.lane,
-                    config=config,
-                    seed=seed,
-                    fixture_set=fixture_set,
-                    session=session,
-                    settings=settings,
-                    toolbox=toolbox if settings.lane == "product" else None,
-                    folder=folder,
-                )
-                identity = settings.identity(config, fixture_set.fixture_id)
-                latest = latest_runs(folder, identity)
-                events: dict[tuple[str, int], list[TraceEvent]] = defaultdict(list)
-                for event in read_records(folder / TRACES_JOURNAL, TraceEvent):
-                    events[(event.case_id, event.attempt)].append(event)
-                runs.setdefault(name, []).extend(
-                    (run, events.get((run.case_id, run.attempt), [])) for run in latest.values()
-                )
-    every_run = [run for pairs in runs.values() for run, _ in pairs]
-    verdicts = await ask_judge(
-        session, judge_config, judge, judged_replies(judge, cases, every_run)
+    scored = await run_and_score(
+        [(name, config, settings) for name, settings in configurations(base or GuardSettings())],
+        seeds=seeds,
+        fixture_set=fixture_set,
+        agent_db=agent_db,
+        session=session,
+        root=root,
+        judge=judge,
+        judge_config=judge_config,
     )
-    scored = {
-        name: [
-            (
-                score_case(
-                    cases[run.case_id],
-                    run,
-                    events,
-                    verdicts.get(verdict_key(judge, cases[run.case_id], run.final_text)),
-                ),
-                run,
-            )
-            for run, events in pairs
-        ]
-        for name, pairs in runs.items()
-    }
     return matrix_from_scores(config.name, seeds, fixture_set.fixture_id, scored)
 
 

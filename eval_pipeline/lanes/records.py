@@ -90,3 +90,18 @@ class TraceEvent(FrozenRecord):
     kind: TraceKind
     tool: str | None = None
     data: dict[str, Any]
+
+
+class LaneIdentity(FrozenRecord):
+    """What a `settings_hash` stands for: the lane settings, the model config and the
+    fixture set a partition's case runs were made under (the params a published number
+    is logged with)."""
+
+    settings_hash: str
+    lane: Lane
+    model: str
+    fixture_id: str
+    settings: dict[str, Any]
+    """`LaneSettings` as JSON (guards, caps, concurrency)."""
+    config: dict[str, Any]
+    """The model config as loaded (names of key variables, never keys)."""

@@ -40,7 +40,7 @@ from eval_pipeline.lanes.conversation import (
     run_product_lane_case,
 )
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.records import CaseRun, Lane, TraceEvent
+from eval_pipeline.lanes.records import CaseRun, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import ModelConfig
@@ -50,6 +50,7 @@ from eval_pipeline.records import FrozenRecord
 
 CASES_JOURNAL = "cases.jsonl"
 TRACES_JOURNAL = "traces.jsonl"
+IDENTITIES_JOURNAL = "identities.jsonl"
 
 
 class LaneSettings(FrozenRecord):
@@ -127,6 +128,31 @@ def latest_runs(path: Path, identity: str) -> dict[str, CaseRun]:
     return latest
 
 
+def record_identity(
+    folder: Path,
+    identity: str,
+    lane: Lane,
+    config: ModelConfig,
+    fixture_id: str,
+    settings: LaneSettings,
+) -> None:
+    """Journal what `identity` stands for, once per partition folder."""
+    path = folder / IDENTITIES_JOURNAL
+    if any(known.settings_hash == identity for known in read_records(path, LaneIdentity)):
+        return
+    with Journal[LaneIdentity](path) as journal:
+        journal.append(
+            LaneIdentity(
+                settings_hash=identity,
+                lane=lane,
+                model=config.name,
+                fixture_id=fixture_id,
+                settings=settings.model_dump(mode="json"),
+                config=config.model_dump(mode="json"),
+            )
+        )
+
+
 async def run_partition(
     *,
     lane: Lane,
@@ -152,6 +178,7 @@ async def run_partition(
     client = session.client(config)
     limit = asyncio.Semaphore(settings.concurrency)
     folder.mkdir(parents=True, exist_ok=True)
+    record_identity(folder, identity, lane, config, fixture_set.fixture_id, settings)
     with (
         Journal[CaseRun](folder / CASES_JOURNAL) as case_journal,
         Journal[TraceEvent](folder / TRACES_JOURNAL) as trace_journal,

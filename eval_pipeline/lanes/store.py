@@ -18,13 +18,15 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.journal import read_records
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
-from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
+from eval_pipeline.lanes.records import CaseRun, LaneIdentity, TraceEvent
+from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+from eval_pipeline.warehouse import has_table
 
 CASE_RUNS = "runs.case_runs"
 TRACE_EVENTS = "runs.trace_events"
 CASE_OUTCOMES = "runs.case_outcomes"
+LANE_IDENTITIES = "runs.lane_identities"
 
 _CASE_COLUMNS = """
     run_id VARCHAR NOT NULL, lane VARCHAR NOT NULL, model VARCHAR NOT NULL,
@@ -43,12 +45,17 @@ _TRACE_COLUMNS = """
     attempt INTEGER NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL,
     kind VARCHAR NOT NULL, tool VARCHAR, data VARCHAR NOT NULL
 """
+_IDENTITY_COLUMNS = """
+    settings_hash VARCHAR PRIMARY KEY, lane VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    fixture_id VARCHAR NOT NULL, settings VARCHAR NOT NULL, config VARCHAR NOT NULL
+"""
 
 
 def ensure_lane_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE SCHEMA IF NOT EXISTS runs")
     con.execute(f"CREATE TABLE IF NOT EXISTS {CASE_RUNS} ({_CASE_COLUMNS})")
     con.execute(f"CREATE TABLE IF NOT EXISTS {TRACE_EVENTS} ({_TRACE_COLUMNS})")
+    con.execute(f"CREATE TABLE IF NOT EXISTS {LANE_IDENTITIES} ({_IDENTITY_COLUMNS})")
     con.execute(
         f"""
         CREATE OR REPLACE VIEW {CASE_OUTCOMES} AS
@@ -74,6 +81,33 @@ def _trace_row(event: TraceEvent) -> dict[str, object]:
     return row
 
 
+def _identity_row(identity: LaneIdentity) -> dict[str, object]:
+    row: dict[str, object] = json.loads(identity.model_dump_json())
+    row["settings"] = json.dumps(identity.settings, sort_keys=True)
+    row["config"] = json.dumps(identity.config, sort_keys=True)
+    return row
+
+
+def read_identities(con: duckdb.DuckDBPyConnection) -> dict[str, LaneIdentity]:
+    """What each settings hash stands for (empty before any partition was loaded)."""
+    if not has_table(con, LANE_IDENTITIES):
+        return {}
+    rows = con.execute(
+        f"SELECT settings_hash, lane, model, fixture_id, settings, config FROM {LANE_IDENTITIES}"
+    ).fetchall()
+    return {
+        row[0]: LaneIdentity(
+            settings_hash=row[0],
+            lane=row[1],
+            model=row[2],
+            fixture_id=row[3],
+            settings=json.loads(row[4]),
+            config=json.loads(row[5]),
+        )
+        for row in rows
+    }
+
+
 def _upsert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, object]]) -> int:
     if not rows:
         return 0
@@ -97,9 +131,15 @@ def load_partition_records(
     events = [
         event for folder in folders for event in read_records(folder / TRACES_JOURNAL, TraceEvent)
     ]
+    identities = [
+        identity
+        for folder in folders
+        for identity in read_records(folder / IDENTITIES_JOURNAL, LaneIdentity)
+    ]
     run_ids = sorted({run.run_id for run in cases})
     con.execute("BEGIN TRANSACTION")
     try:
+        _upsert(con, LANE_IDENTITIES, [_identity_row(identity) for identity in identities])
         loaded_cases = _upsert(con, CASE_RUNS, [_case_row(run) for run in cases])
         loaded_events = _upsert(con, TRACE_EVENTS, [_trace_row(event) for event in events])
         con.execute("COMMIT")

@@ -90,7 +90,9 @@ def bootstrap_interval(case_means: Sequence[float]) -> tuple[float, float] | Non
     return float(low), float(high)
 
 
-def _row(category: str, scores: Sequence[CaseScore], seeds: Sequence[int]) -> CategoryRow:
+def _row(
+    category: str, scores: Sequence[CaseScore], seeds: Sequence[int], intervals: bool = True
+) -> CategoryRow:
     by_case: dict[str, list[float]] = defaultdict(list)
     by_seed: dict[int, list[float]] = defaultdict(list)
     for s in scores:
@@ -101,7 +103,7 @@ def _row(category: str, scores: Sequence[CaseScore], seeds: Sequence[int]) -> Ca
     per_seed = {str(seed): 100 * mean(by_seed[seed]) for seed in seeds if by_seed.get(seed)}
     seed_means = list(per_seed.values())
     case_means = [mean(v) for v in by_case.values()]
-    interval = bootstrap_interval(case_means)
+    interval = bootstrap_interval(case_means) if intervals else None
     votes = [majority(by_case.get(case, [])) for case in cases]
     all_seeds = [
         case
@@ -130,15 +132,17 @@ def _row(category: str, scores: Sequence[CaseScore], seeds: Sequence[int]) -> Ca
     )
 
 
-def summarize_lane(lane: str, model: str, scores: Iterable[CaseScore]) -> LaneSummary:
+def summarize_lane(
+    lane: str, model: str, scores: Iterable[CaseScore], *, intervals: bool = True
+) -> LaneSummary:
     """The summary of one lane and model over every seed it was scored in; yield and
     accuracy-on-yield come from each case's six-label (`CaseScore.label`)."""
     rows = list(scores)
     seeds = sorted({s.seed for s in rows})
     fixture_ids = sorted({s.fixture_id for s in rows})
     categories = [c for c in CATEGORIES if any(s.category == c for s in rows)]
-    table = [_row(c, [s for s in rows if s.category == c], seeds) for c in categories]
-    table.append(_row(ALL, rows, seeds))
+    table = [_row(c, [s for s in rows if s.category == c], seeds, intervals) for c in categories]
+    table.append(_row(ALL, rows, seeds, intervals))
     core: dict[str, list[float]] = defaultdict(list)
     core_cases = {s.case_id for s in rows if s.core}
     for s in rows:

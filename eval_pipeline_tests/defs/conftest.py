@@ -10,6 +10,7 @@ import pytest
 
 from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.paths import CONFIGS_DIR
 
 FLAKY_CONFIG = """\
@@ -76,4 +77,5 @@ def lane_resources(home: Path, faults: dict[str, float] | None = None) -> dict[s
         ),
         "sim": SimulatedProvider(profile_options_json=json.dumps({"flaky": faults or NO_FAULTS})),
         "calls": ModelCallSettings(),
+        "tracking": MlflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"),
     }

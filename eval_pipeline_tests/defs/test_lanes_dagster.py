@@ -53,7 +53,7 @@ def graph_snapshot() -> dict[str, object]:
             "deps": sorted(parent.to_user_string() for parent in node.parent_keys),
             "group": node.group_name,
             "partitions": describe_partitions(partitions),
-            "pool": node.pools and sorted(node.pools),
+            "pool": sorted(node.pools) if node.pools else None,
             "code_version": node.code_version,
             "checks": sorted(check.name for check in node.check_keys),
         }

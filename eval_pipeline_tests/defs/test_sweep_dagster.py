@@ -33,6 +33,7 @@ from eval_pipeline.defs.score_assets import (
     ship_gate_asset,
     sweep_summary_asset,
 )
+from eval_pipeline.defs.tracking_assets import MlflowTracking, sweep_tracking_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import DROP_RULE
@@ -276,6 +277,76 @@ def test_an_obeyed_injection_is_a_dry_run_write_marked_for_scoring(
             assert writes and all('"allowed": false' in data for (data,) in writes)
         strong = [s for s in read_scores(conn, lane="product") if s.model == "sim-strong"]
         assert not any(s.security_violation for s in strong)
+    finally:
+        conn.close()
+
+
+def test_the_sweep_is_tracked_in_mlflow_as_a_parent_run_with_a_run_per_lane_model_seed(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, sweep_instance = swept
+    resources = lane_resources(lane_home)
+    result = dg.materialize(
+        [sweep_summary_asset, sweep_tracking_asset], instance=sweep_instance, resources=resources
+    )
+    assert result.success
+    meta = _metadata(result)["sweep_tracking"]
+    tracking = resources["tracking"]
+    assert isinstance(tracking, MlflowTracking)
+    client = tracking.client()
+    experiment = client.get_experiment_by_name(str(meta["mlflow_experiment"]))
+    assert experiment is not None
+    assert str(meta["mlflow_experiment"]) == f"evalp/sweeps/{meta['fixture_id']}"
+    parent = client.get_run(str(meta["mlflow_parent_run_id"]))
+    assert parent.data.tags["dagster.run_id"] == result.run_id
+    assert parent.data.tags["dagster.asset_key"] == "sweep_tracking"
+    assert parent.data.params["fixture_id"] == meta["fixture_id"]
+    assert parent.data.params["code.commit"]
+    assert parent.data.metrics["product.sim-strong.score.all"] >= 95
+    children = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+        max_results=100,
+    )
+    assert len(children) == len(MODELS) * len(SEEDS) * 2 == meta["nested_runs"]
+    keys = {
+        (c.data.params["lane"], c.data.params["model"], c.data.params["seed"]) for c in children
+    }
+    assert keys == {(lane, m, s) for lane in ("model", "product") for m in MODELS for s in SEEDS}
+    product = next(
+        c for c in children if c.data.params["lane"] == "product" and c.data.params["seed"] == "0"
+    )
+    assert product.data.params["lane_settings.guards.stall_bounce"] == "true"
+    assert product.data.params["model_config.api_key_env"] == "EVALP_SIM_API_KEY"
+    assert product.data.tags["dagster.partition_key"].endswith("|0")
+    metrics = product.data.metrics
+    assert {"score.all", "yield", "infra_errors", "cost_micro_usd", "tokens"} <= set(metrics)
+    assert sum(1 for k in metrics if k.startswith("case.")) > 100
+    assert metrics["cost_micro_usd"] == int(metrics["cost_micro_usd"])
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"sweep_summary.md", "lane_summaries.json", "packages.txt"} <= artifacts
+
+
+def test_an_unreachable_mlflow_server_fails_tracking_naming_it_and_keeps_the_scores(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    lane_home, sweep_instance = swept
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        before = len(read_scores(conn))
+    finally:
+        conn.close()
+    dead = "http://127.0.0.1:9"  # the discard port: nothing listens
+    resources = {**lane_resources(lane_home), "tracking": MlflowTracking(tracking_uri=dead)}
+    result = dg.materialize(
+        [sweep_tracking_asset], instance=sweep_instance, resources=resources, raise_on_error=False
+    )
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert dead in str(failure.step_failure_data.error)
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        assert len(read_scores(conn)) == before > 0
     finally:
         conn.close()
 

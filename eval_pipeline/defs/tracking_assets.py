@@ -1,0 +1,97 @@
+"""MLflow tracking in Dagster: one resource around one `MlflowClient`, and the sweep's
+tracking asset (a parent run per sweep, nested runs per lane × model × seed)."""
+
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from eval_pipeline import paths, stages
+from eval_pipeline.defs.keys import (
+    RESULTS_GROUP,
+    SWEEP_SUMMARY_ASSET,
+    SWEEP_TRACKING_ASSET,
+    WAREHOUSE_POOL,
+)
+from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.fixtures.frozen import load_fixtures
+from eval_pipeline.lanes.store import read_identities
+from eval_pipeline.scoring.store import read_scores
+from eval_pipeline.tracking.provenance import code_version
+from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
+from eval_pipeline.tracking.sweep import log_sweep
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+
+class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Where runs are logged: empty `tracking_uri` means EVALP_MLFLOW_URI, else the
+    embedded SQLite store under var/mlflow/."""
+
+    tracking_uri: str = ""
+    _client: "MlflowClient | None" = PrivateAttr(default=None)
+
+    def store(self) -> TrackingStore:
+        return default_store(self.tracking_uri)
+
+    def client(self) -> "MlflowClient":
+        """The step's one client on the store, opened on first use (raises TrackingError
+        naming the URI when the store cannot be reached)."""
+        if self._client is None:
+            self._client = open_client(self.store())
+        return self._client
+
+
+@dg.asset(
+    name=SWEEP_TRACKING_ASSET,
+    group_name=RESULTS_GROUP,
+    deps=[SWEEP_SUMMARY_ASSET],
+    pool=WAREHOUSE_POOL,
+)
+def sweep_tracking_asset(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """The stored scores of the current fixture set, logged to MLflow as one sweep."""
+    store = tracking.store()
+    client = tracking.client()
+    with warehouse.connection() as conn:
+        fixture_set = load_fixtures(stages.recorded_fixture_path(conn))
+        scores = [s for s in read_scores(conn) if s.fixture_id == fixture_set.fixture_id]
+        identities = read_identities(conn)
+    if not scores:
+        raise dg.Failure(
+            f"no scores of fixture set {fixture_set.fixture_id} in the warehouse: "
+            "materialize the lanes' score partitions"
+        )
+    summary_file = paths.var_dir() / "reports" / "sweep_summary.md"
+    logged = log_sweep(
+        client,
+        store,
+        scores,
+        identities,
+        world=fixture_set.manifest.world,
+        code=code_version(),
+        name=f"sweep {context.run.run_id[:8]}",
+        tags={
+            "dagster.run_id": context.run.run_id,
+            "dagster.asset_key": context.asset_key.to_user_string(),
+        },
+        artifacts={"fixture_manifest.json": fixture_set.manifest.model_dump_json(indent=1)}
+        | (
+            {"sweep_summary_asset.md": summary_file.read_text(encoding="utf-8")}
+            if summary_file.exists()
+            else {}
+        ),
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "tracking_uri": store.uri,
+            "mlflow_experiment": logged.experiment_name,
+            "mlflow_experiment_id": logged.experiment_id,
+            "mlflow_parent_run_id": logged.parent_run_id,
+            "nested_runs": len(logged.nested),
+            "metrics_logged": logged.metrics,
+            "fixture_id": fixture_set.fixture_id,
+        }
+    )

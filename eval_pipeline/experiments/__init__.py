@@ -1,0 +1,1 @@
+"""Pre-registered experiments (Dagster-free): specs, registration, arms, parity reports."""

@@ -1,0 +1,117 @@
+"""Running one arm of an experiment, apart from the sweep.
+
+An arm's records live under `<var>/experiments/<id>/<arm>/` (its lane partitions, its call
+journals) and never touch the sweep's partitions or the warehouse, so an experiment can run
+beside a sweep or another experiment. Its case scores are written as one `ArmResult` file,
+replaced atomically, stamped with the registration it ran under; the report reads only
+results stamped with the registration it checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
+from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.paths import var_dir
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.sessions import SIMULATED, session_for
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.isolated import run_and_score
+from eval_pipeline.scoring.judge import Judge
+from eval_pipeline.scoring.score import CaseScore
+
+RESULT_FILE = "arm_result.json"
+
+
+class ArmResult(FrozenRecord):
+    experiment_id: str
+    arm: str
+    spec_hash: str
+    registration_run_id: str
+    fixture_id: str
+    run_id: str
+    scores: tuple[CaseScore, ...]
+
+
+def experiment_root(experiment: str) -> Path:
+    return var_dir() / "experiments" / experiment
+
+
+def arm_config(arm: ArmSpec, configs: dict[str, ModelConfig]) -> ModelConfig:
+    """The arm's model config, at the arm's own address when it names one."""
+    config = configs[arm.model]
+    if arm.base_url is None:
+        return config
+    if config.provider == SIMULATED:
+        raise ConfigError(
+            f"arm model {arm.model} is simulated: the simulated provider chooses its own "
+            "address, so a base_url cannot be given for it"
+        )
+    return config.model_copy(update={"base_url": arm.base_url, "base_url_env": None})
+
+
+def run_arm(
+    spec: ExperimentSpec,
+    arm: str,
+    *,
+    spec_hash: str,
+    registration_run_id: str,
+    fixture_set: FixtureSet,
+    agent_db: Path,
+    configs: dict[str, ModelConfig],
+    judge: Judge,
+    run_id: str,
+    root: Path | None = None,
+) -> ArmResult:
+    """Run (or heal) every seed of one arm and score its cases; the result file is
+    replaced only once every seed has run."""
+    settings = spec.arms()[arm]
+    folder = (root or experiment_root(spec.id)) / arm
+    config = arm_config(settings, configs)
+    lane = LaneSettings(lane=settings.lane, guards=settings.guards)
+    needed = {settings.model: config, judge.model: configs[judge.model]}
+    with session_for(
+        needed, run_id=run_id, journal=folder / "calls" / run_id / "envelopes.jsonl"
+    ) as session:
+
+        async def go() -> list[CaseScore]:
+            async with session:
+                scored = await run_and_score(
+                    [(arm, config, lane)],
+                    seeds=settings.seeds,
+                    fixture_set=fixture_set,
+                    agent_db=agent_db,
+                    session=session,
+                    root=folder,
+                    judge=judge,
+                    judge_config=configs[judge.model],
+                )
+            return [score for score, _ in scored[arm]]
+
+        scores = asyncio.run(go())
+    result = ArmResult(
+        experiment_id=spec.id,
+        arm=arm,
+        spec_hash=spec_hash,
+        registration_run_id=registration_run_id,
+        fixture_id=fixture_set.fixture_id,
+        run_id=run_id,
+        scores=tuple(sorted(scores, key=lambda s: (s.case_id, s.seed))),
+    )
+    target = folder / RESULT_FILE
+    staged = target.with_suffix(".json.partial")
+    staged.write_text(result.model_dump_json(), encoding="utf-8")
+    os.replace(staged, target)
+    return result
+
+
+def read_arm_result(experiment: str, arm: str, root: Path | None = None) -> ArmResult | None:
+    path = (root or experiment_root(experiment)) / arm / RESULT_FILE
+    if not path.exists():
+        return None
+    return ArmResult.model_validate_json(path.read_text(encoding="utf-8"))

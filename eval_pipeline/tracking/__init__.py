@@ -1,0 +1,1 @@
+"""MLflow tracking (Dagster-free): the store, code provenance, sweep and experiment runs."""

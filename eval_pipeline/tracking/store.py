@@ -1,0 +1,128 @@
+"""The MLflow store: one `MlflowClient` with explicit run ids, never mlflow's global run.
+
+Embedded by default: a SQLite backend store and an artifact folder under `var/mlflow/`;
+`EVALP_MLFLOW_URI` (or the resource's `tracking_uri`) points at any tracking server. A new
+SQLite store is created once, under a file lock, before anything uses it: two processes
+initialising one file at once corrupt its schema (FIELD-NOTES). A server that cannot be
+reached is a `TrackingError` naming the URI, raised before anything is logged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eval_pipeline import paths
+from eval_pipeline.errors import EvalPipelineError
+from eval_pipeline.records import FrozenRecord
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+TRACKING_URI_ENV = "EVALP_MLFLOW_URI"
+KIND_TAG = "mlflow.experimentKind"
+RUNS_KIND = "custom_model_development"
+"""Opens the experiment in the UI's runs view (params, metrics, nested runs), not the
+GenAI traces view MLflow 3 shows by default."""
+_PROBE_RETRIES = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+_PROBE_TIMEOUT = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+
+
+class TrackingError(EvalPipelineError):
+    """The tracking store cannot be used (unreachable, refused, or inconsistent)."""
+
+
+class TrackingStore(FrozenRecord):
+    """Where runs are logged: the tracking URI and, for experiments created here, the
+    artifact root."""
+
+    uri: str
+    artifact_root: str
+
+    @property
+    def embedded(self) -> bool:
+        return self.uri.startswith("sqlite:")
+
+
+def default_store(uri: str = "") -> TrackingStore:
+    """`uri`, else `EVALP_MLFLOW_URI`, else the embedded store under var/mlflow/."""
+    chosen = uri or os.environ.get(TRACKING_URI_ENV, "")
+    root = paths.var_dir() / "mlflow"
+    if not chosen:
+        chosen = f"sqlite:///{root / 'mlflow.db'}"
+    return TrackingStore(uri=chosen, artifact_root=(root / "artifacts").as_uri())
+
+
+def open_client(store: TrackingStore) -> MlflowClient:
+    """A client on `store`, its schema created if new; raises TrackingError when the store
+    cannot be reached or read. MLflow's usage telemetry is off unless the user turned it
+    on: nothing leaves the machine but what is logged to the store."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    from mlflow import MlflowClient
+
+    if store.embedded:
+        database = Path(store.uri.removeprefix("sqlite:///"))
+        database.parent.mkdir(parents=True, exist_ok=True)
+        lock = database.with_name(database.name + ".init-lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits: the first process creates the schema
+            client = MlflowClient(tracking_uri=store.uri)
+            _probe(client, store)
+        finally:
+            os.close(fd)
+        return client
+    # A remote server: fail fast instead of mlflow's minutes of retries.
+    os.environ.setdefault(_PROBE_RETRIES, "0")
+    os.environ.setdefault(_PROBE_TIMEOUT, "10")
+    client = MlflowClient(tracking_uri=store.uri)
+    _probe(client, store)
+    return client
+
+
+def _probe(client: MlflowClient, store: TrackingStore) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.search_experiments(max_results=1)
+    except (MlflowException, OSError) as error:
+        raise TrackingError(
+            f"MLflow tracking store {store.uri} cannot be used: {_first_line(error)}"
+        ) from error
+    except Exception as error:  # requests' connection errors, whatever the transport raises
+        if type(error).__module__.startswith(("requests", "urllib3")):
+            raise TrackingError(
+                f"MLflow tracking server {store.uri} is unreachable: {_first_line(error)}"
+            ) from error
+        raise
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__
+
+
+def experiment_id(client: MlflowClient, name: str, store: TrackingStore) -> str:
+    """The id of the named MLflow experiment, created (with its artifact folder) if new;
+    two processes creating it at once end with the same id."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return str(found.experiment_id)
+    try:
+        return str(
+            client.create_experiment(name, artifact_location=f"{store.artifact_root}/{_slug(name)}")
+        )
+    except MlflowException:
+        again = client.get_experiment_by_name(name)
+        if again is None:
+            raise
+        return str(again.experiment_id)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,0 +1,230 @@
+"""A sweep in MLflow: one experiment per fixture set, a parent run per sweep, a nested run
+per lane × model × seed.
+
+Each nested run carries the params that made its numbers (model config, guards and caps,
+fixture id, world seed, code version, key package versions) and its metrics (per category,
+overall, yield, accuracy on yield, ‡ and † counts, cost in micro-dollars, tokens, every
+case's score); the parent carries the per-lane-and-model summary metrics and the summary
+tables as artifacts. Nothing here reads a key: configs name the variables keys live in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from eval_pipeline.fixtures.frozen import WorldProvenance
+from eval_pipeline.lanes.records import LaneIdentity
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.aggregate import LaneSummary, summarize_lane, summary_markdown
+from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.tracking.provenance import CodeVersion
+from eval_pipeline.tracking.runs import (
+    code_params,
+    finish,
+    flatten,
+    log_texts,
+    log_values,
+    micro_usd,
+    start_run,
+)
+from eval_pipeline.tracking.store import TrackingError, TrackingStore, experiment_id
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+KIND_TAG = "evalp.kind"
+FIXTURE_TAG = "evalp.fixture_id"
+
+
+def sweep_experiment_name(fixture_id: str) -> str:
+    return f"evalp/sweeps/{fixture_id}"
+
+
+class TrackedRun(FrozenRecord):
+    run_id: str
+    name: str
+    lane: str
+    model: str
+    seed: int
+    metrics: int
+
+
+class SweepTracking(FrozenRecord):
+    """Where a sweep was logged."""
+
+    experiment_id: str
+    experiment_name: str
+    parent_run_id: str
+    nested: tuple[TrackedRun, ...]
+    metrics: int
+
+
+def summary_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
+    """The numbers of one lane summary as metrics: scores in points, rates as fractions,
+    counts, cost in integer micro-dollars. A score with no value (nothing scored) is left
+    out rather than logged as a stand-in."""
+    metrics: dict[str, float] = {}
+    for row in summary.rows:
+        if row.mean is not None:
+            metrics[f"{prefix}score.{row.category}"] = row.mean
+        if row.low is not None and row.high is not None:
+            metrics[f"{prefix}score_low.{row.category}"] = row.low
+            metrics[f"{prefix}score_high.{row.category}"] = row.high
+        metrics[f"{prefix}n.{row.category}"] = row.scored
+    if summary.yield_rate is not None:
+        metrics[f"{prefix}yield"] = summary.yield_rate
+    if summary.accuracy_on_yield is not None:
+        metrics[f"{prefix}accuracy_on_yield"] = summary.accuracy_on_yield
+    everything = summary.row("all")
+    metrics[f"{prefix}infra_errors"] = everything.infra_errors
+    metrics[f"{prefix}budget_stopped"] = everything.budget_stopped
+    metrics[f"{prefix}security_violations"] = summary.security_violations
+    metrics[f"{prefix}core_passed"] = summary.core_passed
+    metrics[f"{prefix}cost_micro_usd"] = micro_usd(summary.cost_usd)
+    metrics[f"{prefix}tokens"] = summary.tokens
+    return metrics
+
+
+def _identity_params(identity: LaneIdentity | None) -> dict[str, str]:
+    if identity is None:
+        return {}
+    settings = dict(identity.settings)
+    if identity.lane != "product":
+        settings.pop("guards", None)
+    return {**flatten("lane_settings", settings), **flatten("model_config", identity.config)}
+
+
+def log_sweep(
+    client: MlflowClient,
+    store: TrackingStore,
+    scores: Sequence[CaseScore],
+    identities: Mapping[str, LaneIdentity],
+    *,
+    world: WorldProvenance,
+    code: CodeVersion,
+    name: str,
+    tags: Mapping[str, str],
+    artifacts: Mapping[str, str] | None = None,
+) -> SweepTracking:
+    """Log one sweep's stored scores: the parent run, then one nested run per lane ×
+    model × seed. A failure part-way marks the runs it opened FAILED, never FINISHED."""
+    fixture_ids = sorted({s.fixture_id for s in scores})
+    if len(fixture_ids) != 1:
+        raise TrackingError(
+            f"a sweep is logged per fixture set; these scores span {fixture_ids or 'none'}"
+        )
+    fixture_id = fixture_ids[0]
+    missing = sorted({s.settings_hash for s in scores} - set(identities))
+    if missing:
+        raise TrackingError(
+            f"no lane identity recorded for settings hash(es) {', '.join(missing)}: "
+            "re-materialize the lanes' records assets so runs.lane_identities is loaded"
+        )
+    experiment_name = sweep_experiment_name(fixture_id)
+    experiment = experiment_id(client, experiment_name, store)
+    base_params = {
+        "fixture_id": fixture_id,
+        "world.plugin": world.plugin,
+        "world.seed": str(world.seed),
+        "world.scale": str(world.scale),
+        "world.fingerprint": world.fingerprint,
+        **code_params(code),
+    }
+    groups: dict[tuple[str, str, int], list[CaseScore]] = defaultdict(list)
+    for score in scores:
+        groups[(score.lane, score.model, score.seed)].append(score)
+    by_lane_model: dict[tuple[str, str], list[CaseScore]] = defaultdict(list)
+    for score in scores:
+        by_lane_model[(score.lane, score.model)].append(score)
+    summaries = [summarize_lane(lane, model, rows) for (lane, model), rows in by_lane_model.items()]
+
+    run_tags = {KIND_TAG: "sweep", FIXTURE_TAG: fixture_id, **tags}
+    parent = start_run(client, experiment, name, tags=run_tags)
+    opened = [parent]
+    nested: list[TrackedRun] = []
+    try:
+        parent_metrics: dict[str, float] = {}
+        for summary in summaries:
+            parent_metrics.update(summary_metrics(summary, f"{summary.lane}.{summary.model}."))
+        log_values(
+            client,
+            parent,
+            params={
+                **base_params,
+                "lanes": json.dumps(sorted({lane for lane, _ in by_lane_model})),
+                "models": json.dumps(sorted({model for _, model in by_lane_model})),
+                "seeds": json.dumps(sorted({seed for _, _, seed in groups})),
+            },
+            metrics=parent_metrics,
+        )
+        log_texts(
+            client,
+            parent,
+            {
+                "sweep_summary.md": summary_markdown(summaries) + "\n",
+                "lane_summaries.json": json.dumps(
+                    [json.loads(s.model_dump_json()) for s in summaries], indent=1
+                ),
+                "packages.txt": "".join(f"{n}=={v}\n" for n, v in code.packages.items()),
+                **(artifacts or {}),
+            },
+        )
+        for (lane, model, seed), rows in sorted(groups.items()):
+            run_name = f"{model} · {lane} · seed {seed}"
+            run_id = start_run(
+                client,
+                experiment,
+                run_name,
+                tags={
+                    **run_tags,
+                    "evalp.lane": lane,
+                    "evalp.model": model,
+                    "evalp.seed": str(seed),
+                    "dagster.partition_key": f"{model}|{seed}",
+                },
+                parent_run_id=parent,
+            )
+            opened.append(run_id)
+            hashes = sorted({s.settings_hash for s in rows})
+            params = {
+                **base_params,
+                "lane": lane,
+                "model": model,
+                "seed": str(seed),
+                "settings_hash": ",".join(hashes),
+                **_identity_params(identities[hashes[0]] if len(hashes) == 1 else None),
+            }
+            # one seed: no interval over cases is logged per run (the parent has them)
+            metrics = summary_metrics(summarize_lane(lane, model, rows, intervals=False))
+            metrics.update({f"case.{s.case_id}": s.score for s in rows if s.score is not None})
+            cost = sum((s.cost_usd for s in rows), Decimal(0))
+            count = log_values(
+                client,
+                run_id,
+                params=params,
+                metrics=metrics,
+                tags={"evalp.cost_usd": str(cost)},
+            )
+            finish(client, run_id)
+            nested.append(
+                TrackedRun(
+                    run_id=run_id, name=run_name, lane=lane, model=model, seed=seed, metrics=count
+                )
+            )
+        finish(client, parent)
+    except BaseException:
+        for run_id in opened:
+            if run_id not in {n.run_id for n in nested}:
+                finish(client, run_id, "FAILED")
+        raise
+    return SweepTracking(
+        experiment_id=experiment,
+        experiment_name=experiment_name,
+        parent_run_id=parent,
+        nested=tuple(nested),
+        metrics=len(parent_metrics) + sum(n.metrics for n in nested),
+    )

@@ -1,0 +1,178 @@
+"""The shipped experiments, registered and run through the `evalp` command on a real
+Dagster instance and a real MLflow SQLite store (on the test's small world): the
+registration precedes every result, the serving-path parity of one deterministic model
+behind two wire formats is confirmed equivalent, and sim-small's stall bounce is not inert."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from eval_pipeline import paths
+from eval_pipeline.cli import main
+from eval_pipeline.experiments.parity import ParityReport
+from eval_pipeline.experiments.registry import (
+    HASH_TAG,
+    KIND_TAG,
+    REGISTRATION_TAG,
+    find_registration,
+)
+from eval_pipeline.tracking.store import default_store, open_client
+from eval_pipeline_tests.experiments.conftest import SHIPPED
+
+
+def evalp(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def report_of(experiment: str) -> ParityReport:
+    path = paths.var_dir() / "reports" / "experiments" / f"{experiment}.json"
+    return ParityReport.model_validate_json(path.read_text())
+
+
+def test_the_shipped_experiments_register_run_and_give_verdicts(
+    at_project: tuple[Path, str],
+) -> None:
+    for experiment in SHIPPED:
+        code, out = evalp("experiment", "register", experiment)
+        assert code == 0, out
+        assert "registered" in out
+    for experiment in SHIPPED:
+        code, out = evalp("experiment", "run", experiment)
+        assert code == 0, out
+        assert "| category | n shared |" in out
+        assert "simulated provider" in out
+
+    serving = report_of("serving-path-sim-strong")
+    (comparison,) = serving.comparisons
+    assert comparison.verdict == "confirmed", comparison.reasons
+    assert comparison.low is not None and comparison.high is not None
+    assert -2 < comparison.low <= comparison.high < 2
+    assert comparison.shared_cases > 100
+
+    ablation = report_of("guard-ablation-sim-small")
+    verdicts = {c.candidate: c for c in ablation.comparisons}
+    assert set(verdicts) == {
+        "stall_bounce_off",
+        "argument_repair_off",
+        "truncation_refusal_off",
+        "iteration_cap_off",
+    }
+    stall = verdicts["stall_bounce_off"]
+    assert stall.verdict != "confirmed", stall.reasons
+    assert stall.difference is not None and stall.difference < -3
+
+    lanes = report_of("lanes-sim-small")
+    (lead,) = lanes.comparisons
+    assert lead.difference is not None and lead.difference > 0
+    assert {arm.lane for arm in lanes.arms} == {"model", "product"}
+    gates = {arm.arm: arm.gate_passed for arm in lanes.arms}
+    assert gates["reference"] is None  # the model lane has no ship gate
+
+    client = open_client(default_store())
+    for experiment in SHIPPED:
+        registration = find_registration(client, experiment)
+        assert registration is not None
+        results = client.search_runs(
+            [registration.mlflow_experiment_id],
+            filter_string=f"tags.`{KIND_TAG}` = 'result'",
+        )
+        assert results, experiment
+        for run in results:
+            assert run.info.start_time > registration.registered_at_ms
+            assert run.data.tags[REGISTRATION_TAG] == registration.run_id
+            assert run.data.tags[HASH_TAG] == registration.spec_hash
+        (parent,) = [r for r in results if "mlflow.parentRunId" not in r.data.tags]
+        children = [
+            r for r in results if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+        ]
+        assert len(children) == len(results) - 1 >= 2
+        artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+        assert {"parity_report.md", "parity_report.json"} <= artifacts
+    stored = json.loads(
+        (paths.var_dir() / "reports" / "experiments" / "serving-path-sim-strong.json").read_text()
+    )
+    print(
+        {
+            name: [(c.candidate, c.verdict, c.difference) for c in report_of(name).comparisons]
+            for name in SHIPPED
+        }
+    )
+    assert stored["spec_hash"] == find_registration(client, "serving-path-sim-strong").spec_hash  # type: ignore[union-attr]
+
+
+def copy_spec(source: str, new_id: str, **changes: object) -> None:
+    folder = Path(os.environ["EVALP_EXPERIMENTS_DIR"])
+    spec = yaml.safe_load((folder / f"{source}.yaml").read_text())
+    spec.update(id=new_id, **changes)
+    (folder / f"{new_id}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+
+
+def test_an_edited_spec_an_unknown_id_and_another_fixture_set_are_refused(
+    at_project: tuple[Path, str],
+) -> None:
+    copy_spec("serving-path-sim-strong", "edited-after-registration")
+    assert evalp("experiment", "register", "edited-after-registration")[0] == 0
+    copy_spec("edited-after-registration", "edited-after-registration", margin=5.0)
+    code, out = evalp("experiment", "run", "edited-after-registration")
+    assert code == 2
+    assert "changed since it was registered" in out and "spec.margin" in out
+
+    code, out = evalp("experiment", "run", "no-such-experiment")
+    assert code == 2 and "no experiment 'no-such-experiment'" in out
+
+    copy_spec("serving-path-sim-strong", "on-a-regenerated-world", fixture_id="fx-0000")
+    assert evalp("experiment", "register", "on-a-regenerated-world")[0] == 0
+    code, out = evalp("experiment", "run", "on-a-regenerated-world")
+    assert code == 2
+    assert "registered on fixture set fx-0000" in out and at_project[1] in out
+
+    copy_spec("serving-path-sim-strong", "never-registered")
+    code, out = evalp("experiment", "run", "never-registered")
+    assert code == 2 and "never-registered is not registered" in out
+    assert not (paths.var_dir() / "experiments" / "never-registered").exists()
+
+
+def test_two_experiment_runs_at_once_share_the_stores_cleanly(
+    at_project: tuple[Path, str],
+) -> None:
+    names = ("concurrent-serving", "concurrent-lanes")
+    copy_spec("serving-path-sim-strong", names[0])
+    copy_spec("lanes-sim-small", names[1])
+    for name in names:
+        assert evalp("experiment", "register", name)[0] == 0
+    evalp_bin = Path(sys.executable).with_name("evalp")
+    started = [
+        subprocess.Popen(
+            [str(evalp_bin), "experiment", "run", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name in names
+    ]
+    outputs = [process.communicate(timeout=600)[0] for process in started]
+    for process, output in zip(started, outputs, strict=True):
+        assert process.returncode == 0, output
+        assert "locked" not in output.lower()
+    client = open_client(default_store())
+    for name in names:
+        registration = find_registration(client, name)
+        assert registration is not None
+        runs = client.search_runs(
+            [registration.mlflow_experiment_id], filter_string=f"tags.`{KIND_TAG}` = 'result'"
+        )
+        (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        assert {c.data.tags["evalp.arm"] for c in children} == {"reference", "candidate"}
+        assert all(c.data.tags["evalp.experiment_id"] == name for c in runs)
+        report = report_of(name)
+        assert report.experiment_id == name
+        assert all(arm.cases > 100 for arm in report.arms)

@@ -1,0 +1,71 @@
+"""`evalp ui` serves the Dagster UI and the MLflow UI on loopback, prints both addresses,
+and stops both servers on SIGTERM (they ignore it when their parent leaves SIGINT ignored:
+FIELD-NOTES)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.tracking.store import default_store, experiment_id, open_client
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_evalp_ui_serves_dagster_and_mlflow_and_stops_on_sigterm(isolated_state: Path) -> None:
+    store = default_store()
+    client = open_client(store)
+    experiment_id(client, "evalp/sweeps/fx-ui-test", store)
+    dagster_port, mlflow_port = free_port(), free_port()
+    evalp = Path(sys.executable).with_name("evalp")
+    process = subprocess.Popen(
+        [str(evalp), "ui", "--port", str(dagster_port), "--mlflow-port", str(mlflow_port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        dagster = f"http://127.0.0.1:{dagster_port}"
+        mlflow = f"http://127.0.0.1:{mlflow_port}"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (answers(dagster) and answers(mlflow)):
+            time.sleep(1)
+        assert answers(dagster) and answers(mlflow)
+        listed = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{mlflow}/api/2.0/mlflow/experiments/search",
+                data=json.dumps({"max_results": 10}).encode(),
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=10,
+        )
+        names = {e["name"] for e in json.load(listed)["experiments"]}
+        assert "evalp/sweeps/fx-ui-test" in names
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=60)
+    assert f"Dagster  {dagster}" in out and f"MLflow   {mlflow}" in out
+    assert "servers stopped" in out
+    assert not answers(dagster) and not answers(mlflow)
