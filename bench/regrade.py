@@ -9,12 +9,13 @@ Before every repeat the stored (older) labels are restored, untimed, so each rep
 the same work.
 
 The floor reads the same rows and the same columns into polars with DuckDB and does
-nothing with them: the row id, lane, run and case (the re-label joins them to the case
-runs), model, the status and failure cause, the stored label columns and the response
-JSON (the re-label also reads one request per fixture set, for the tools it offered; the
-floor does not). Each repeat runs the floor and then the re-label, each on a fresh
-connection, so machine noise (the machine is shared) hits both: the ratio is the median of
-the repeats' ratios, the times the medians of the repeats' times.
+nothing with them: the envelopes' row id, lane, run and case, model, status and failure
+cause, stored label columns and response JSON, and the case runs' run, case and fixture
+set (the re-label joins the two to find each envelope's case). The re-label also reads one
+request per fixture set, for the tools it offered; the floor does not. Each repeat runs
+the floor and then the re-label, each on a fresh connection, so machine noise (the machine
+is shared) hits both: the ratio is the median of the repeats' ratios, the times the
+medians of the repeats' times.
 
 Goal (issue 9): one million envelopes in at most 10 s, within 3x of the floor. Judged only
 at n = 1,000,000; exits 1 when it is missed. The last line sums up the ratio.
@@ -33,6 +34,7 @@ from pathlib import Path
 import duckdb
 from make_envelopes import DEFAULT_N, bench_cases_for, generate
 
+from eval_pipeline.lanes.store import CASE_RUNS
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
 from eval_pipeline.providers.warehouse import TABLE
 from eval_pipeline.scoring.relabel import RELABELLED_LANES, RelabelReport, relabel_envelopes
@@ -89,6 +91,7 @@ def floor_once(db: Path) -> tuple[float, int]:
         frame = con.execute(
             f"SELECT {', '.join(FLOOR_COLUMNS)} FROM {TABLE} WHERE final AND lane IN ({lanes})"
         ).pl()
+        con.execute(f"SELECT run_id, case_id, fixture_id FROM {CASE_RUNS}").pl()
         return time.perf_counter() - started, frame.height
 
 
