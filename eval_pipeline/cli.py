@@ -203,6 +203,19 @@ def _echo_results(results: JobOutcome) -> None:
             click.echo(f"  notice       {notice}")
     for check, passed in sorted(results.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    report = results.materializations.get("sweep_report", {})
+    if report:
+        click.echo(f"  report       {report.get('path')}  (and {report.get('html')})")
+        readme = paths.readme_path()
+        table = report.get("readme_table")
+        if results.success and isinstance(table, str) and readme.exists():
+            from eval_pipeline.report.readme import update_results
+
+            changed = update_results(readme, Path(table).read_text(encoding="utf-8"))
+            click.echo(
+                f"  readme       results table {'updated' if changed else 'unchanged'} in "
+                f"{readme} (`evalp audit {readme.name}` re-derives it)"
+            )
     tracked = results.materializations.get("sweep_tracking", {})
     if tracked:
         click.echo(

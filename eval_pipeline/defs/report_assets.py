@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+from pydantic import ValidationError
 
 from eval_pipeline import paths, stages
 from eval_pipeline.defs.keys import (
@@ -32,13 +33,24 @@ def report_dir() -> Path:
     return paths.var_dir() / "reports" / "sweep"
 
 
-def _parity_reports(fixture_id: str) -> list[ParityReport]:
+def _parity_reports(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
+    """The experiments' reports on this fixture set, and one line per report file that is
+    not one this code can read (written by older code: re-materialize it to include it)."""
     folder = paths.var_dir() / "reports" / "experiments"
-    found = [
-        ParityReport.model_validate_json(path.read_text(encoding="utf-8"))
-        for path in sorted(folder.glob("*.json"))
-    ]
-    return [report for report in found if report.fixture_id == fixture_id]
+    found: list[ParityReport] = []
+    unreadable: list[str] = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            report = ParityReport.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValidationError as error:
+            unreadable.append(
+                f"{path} is not a parity report of this version ({error.errors()[0]['loc']}: "
+                f"{error.errors()[0]['msg']}): re-materialize experiments/{path.stem}/parity_report"
+            )
+            continue
+        if report.fixture_id == fixture_id:
+            found.append(report)
+    return found, unreadable
 
 
 @dg.asset(
@@ -94,12 +106,16 @@ def sweep_report_asset(
         for h in key
         if h in identities
     )
+    parity, unreadable = _parity_reports(fixture_set.fixture_id)
+    for line in unreadable:
+        context.log.warning(line)
     report = build_sweep_report(
         summaries,
         hashes,
         provenance(context.run.run_id),
-        _parity_reports(fixture_set.fixture_id),
+        parity,
         simulated=simulated,
+        not_shown=unreadable,
     )
     folder = report_dir()
     (folder / "plots").mkdir(parents=True, exist_ok=True)
@@ -134,6 +150,7 @@ def sweep_report_asset(
             "readme_table": dg.MetadataValue.path(str(folder / "readme_results.md")),
             "mlflow_run_id": mlflow_run or "",
             "referenced_numbers": len(report.references.numbers),
+            "experiment_reports_not_shown": dg.MetadataValue.json(unreadable),
             "plots": dg.MetadataValue.json(sorted(report.plots)),
             "headline": dg.MetadataValue.md("\n".join(headline_table(summaries, RefBook(hashes)))),
             "provenance": dg.MetadataValue.json(

@@ -322,6 +322,7 @@ def build_sweep_report(
     *,
     title: str = "Sweep report",
     simulated: bool = True,
+    not_shown: Sequence[str] = (),
 ) -> SweepReport:
     book = RefBook(dict(settings_hashes))
     plots = {
@@ -342,6 +343,7 @@ def build_sweep_report(
         ]
     lines += _tables(summaries, book)
     lines += ["", *_parity_section(parity)]
+    lines += [f"Not shown: {line}" for line in not_shown]
     lines += ["", "## Plots", ""]
     for name in plots:
         lines += [f"![{name}](plots/{name}.png)", ""]
