@@ -204,19 +204,8 @@ def _tables(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
         "scored, ‡ never heard (infrastructure, harness or judge error), † budget-stopped: "
         "‡ and † are out of n and never scored as zero.",
         "",
-        audited_table_marker(2),
-        "| lane | model | score | low | high | n | ‡ | † |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in summaries:
-        lines.append(
-            f"| {s.lane} | {s.model} | "
-            + " | ".join(
-                book.number(s, ALL, stat)
-                for stat in ("mean", "low", "high", "n", "infra", "budget")
-            )
-            + " |"
-        )
+    lines += headline_table(summaries, book)
     lines += [
         "",
         "## Per category",
