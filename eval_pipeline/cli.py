@@ -203,6 +203,19 @@ def _echo_results(results: JobOutcome) -> None:
             click.echo(f"  notice       {notice}")
     for check, passed in sorted(results.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
+    report = results.materializations.get("sweep_report", {})
+    if report:
+        click.echo(f"  report       {report.get('path')}  (and {report.get('html')})")
+        readme = paths.readme_path()
+        table = report.get("readme_table")
+        if results.success and isinstance(table, str) and readme.exists():
+            from eval_pipeline.report.readme import update_results
+
+            changed = update_results(readme, Path(table).read_text(encoding="utf-8"))
+            click.echo(
+                f"  readme       results table {'updated' if changed else 'unchanged'} in "
+                f"{readme} (`evalp audit {readme.name}` re-derives it)"
+            )
     tracked = results.materializations.get("sweep_tracking", {})
     if tracked:
         click.echo(
@@ -276,6 +289,49 @@ def regrade(show: int) -> None:
             click.echo(f"  ... and {len(report.changes) - show} more")
     for line in report.dropped[:show]:
         click.echo(f"  no longer scored: {line}")
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--quiet", is_flag=True, help="Print only the problems and the verdict.")
+def audit(path: Path, quiet: bool) -> None:
+    """Re-derive every referenced number of a report (or the README) from the stored runs
+    and print its chain; exit 1 naming every number that does not re-derive exactly, every
+    reference that leads nowhere and every number without a reference."""
+    import dagster as dg
+
+    from eval_pipeline.audit.audit import audit_document
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.warehouse import connect
+
+    text = path.read_text(encoding="utf-8")
+    os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            result = audit_document(
+                text,
+                con=conn,
+                fixtures_root=paths.fixtures_root(),
+                judge=load_judge(),
+                instance=instance,
+                mlflow=open_client(default_store()),
+            )
+    finally:
+        conn.close()
+    if not quiet:
+        for number in result.numbers:
+            mark = "ok " if number.derived == number.printed else "BAD"
+            click.echo(f"{mark} {number.printed:>7} {number.ref}: {number.chain}")
+    for problem in result.problems:
+        click.echo(f"problem: {problem}", err=True)
+    click.echo(
+        f"{path}: {len(result.numbers)} referenced numbers, "
+        + ("all re-derived exactly" if result.clean else f"{len(result.problems)} problem(s)")
+    )
+    if not result.clean:
+        sys.exit(1)
 
 
 @main.group()

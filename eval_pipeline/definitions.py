@@ -15,6 +15,7 @@ from eval_pipeline.defs.lane_assets import (
 )
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
+from eval_pipeline.defs.report_assets import sweep_report_asset
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.score_assets import (
     model_lane_scores_asset,
@@ -46,6 +47,7 @@ defs = dg.Definitions(
         sweep_summary_asset,
         ship_gate_asset,
         sweep_tracking_asset,
+        sweep_report_asset,
         *all_experiment_assets(),
     ],
     asset_checks=[fixtures_match_world],

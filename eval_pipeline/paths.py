@@ -101,3 +101,9 @@ def prepared_dagster_home() -> Path:
     if not config.exists():
         config.write_text(DAGSTER_YAML, encoding="utf-8")
     return home
+
+
+def readme_path() -> Path:
+    """The README whose results table the demo writes: `EVALP_README` or the project's."""
+    override = os.environ.get("EVALP_README")
+    return Path(override).resolve() if override else PROJECT_ROOT / "README.md"

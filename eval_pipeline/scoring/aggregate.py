@@ -102,7 +102,8 @@ def _row(
     cases = {s.case_id for s in scores}
     per_seed = {str(seed): 100 * mean(by_seed[seed]) for seed in seeds if by_seed.get(seed)}
     seed_means = list(per_seed.values())
-    case_means = [mean(v) for v in by_case.values()]
+    # in case-id order: the resampled interval must not depend on the order rows were read
+    case_means = [mean(by_case[case]) for case in sorted(by_case)]
     interval = bootstrap_interval(case_means) if intervals else None
     votes = [majority(by_case.get(case, [])) for case in cases]
     all_seeds = [

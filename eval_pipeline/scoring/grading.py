@@ -33,6 +33,7 @@ from eval_pipeline.scoring.judge import (
 )
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
 from eval_pipeline.scoring.store import (
+    PartitionInputs,
     read_partition,
     read_scores,
     score_partition,
@@ -97,12 +98,7 @@ def grade_partition(
         fresh = ask(missing)
         store_verdicts(con, judge, {key: case for key, (case, _) in missing.items()}, fresh)
         verdicts.update(fresh)
-    by_case = {
-        run.case_id: verdicts[key]
-        for run in inputs.runs
-        if run.case_id in cases
-        and (key := verdict_key(judge, cases[run.case_id], run.final_text)) in verdicts
-    }
+    by_case = _verdicts_by_case(inputs, cases, judge, verdicts)
     scores = score_partition(inputs, cases, by_case)
     write_scores(con, partition.lane, partition.model, partition.seed, scores)
     return GradedPartition(
@@ -111,6 +107,32 @@ def grade_partition(
         judge_asked=len(missing) if ask is not None else 0,
         judge_reused=reused,
     )
+
+
+def _verdicts_by_case(
+    inputs: PartitionInputs,
+    cases: Mapping[str, Case],
+    judge: Judge,
+    verdicts: Mapping[str, JudgeVerdict],
+) -> dict[str, JudgeVerdict]:
+    return {
+        run.case_id: verdicts[key]
+        for run in inputs.runs
+        if run.case_id in cases
+        and (key := verdict_key(judge, cases[run.case_id], run.final_text)) in verdicts
+    }
+
+
+def rescore_stored(
+    con: duckdb.DuckDBPyConnection, partition: Partition, cases: Mapping[str, Case], judge: Judge
+) -> tuple[PartitionInputs, list[CaseScore]]:
+    """A partition re-scored from what is stored, writing nothing (the audit's path): a
+    reply the judge never ruled on is a judge error (‡), never a guess or a new call."""
+    inputs = read_partition(con, partition.lane, partition.model, partition.seed)
+    items = judged_replies(judge, cases, inputs.runs)
+    verdicts = dict(stored_verdicts(con, list(items)))
+    by_case = _verdicts_by_case(inputs, cases, judge, verdicts)
+    return inputs, score_partition(inputs, cases, by_case)
 
 
 def stored_partitions(con: duckdb.DuckDBPyConnection) -> list[Partition]:

@@ -25,6 +25,7 @@ from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.score import JudgeVerdict
+from eval_pipeline.warehouse import has_table
 
 JUDGE_LANE = "judge"
 VERDICTS = "runs.judge_verdicts"
@@ -73,8 +74,8 @@ def ensure_verdict_table(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def stored_verdicts(con: duckdb.DuckDBPyConnection, keys: Sequence[str]) -> dict[str, JudgeVerdict]:
-    ensure_verdict_table(con)
-    if not keys:
+    """Stored verdicts by key (read-only: no table yet means none stored)."""
+    if not keys or not has_table(con, VERDICTS):
         return {}
     rows = con.execute(
         f"SELECT key, passed, reason, call_id FROM {VERDICTS} WHERE key IN (SELECT unnest(?))",

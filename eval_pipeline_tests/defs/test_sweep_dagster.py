@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline import paths
+from eval_pipeline.audit.audit import AuditResult, audit_document
 from eval_pipeline.defs.keys import (
     GATE_READS_PRODUCT_LANE,
     MODEL_LANE_SCORES_ASSET,
@@ -25,6 +26,7 @@ from eval_pipeline.defs.lane_assets import (
     product_lane_records_asset,
     product_lane_runs_asset,
 )
+from eval_pipeline.defs.report_assets import sweep_report_asset
 from eval_pipeline.defs.score_assets import (
     GATE_RULES,
     build_ship_gate,
@@ -35,6 +37,7 @@ from eval_pipeline.defs.score_assets import (
 )
 from eval_pipeline.defs.tracking_assets import MlflowTracking, sweep_tracking_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
+from eval_pipeline.report.refs import read_references
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import DROP_RULE
 from eval_pipeline.scoring.grading import (
@@ -47,6 +50,7 @@ from eval_pipeline.scoring.grading import (
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.scoring.store import read_partition, read_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
+from eval_pipeline.tracking.store import default_store, open_client
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
@@ -349,6 +353,93 @@ def test_an_unreachable_mlflow_server_fails_tracking_naming_it_and_keeps_the_sco
         assert len(read_scores(conn)) == before > 0
     finally:
         conn.close()
+
+
+@pytest.fixture
+def reported(swept: tuple[Path, dg.DagsterInstance]) -> tuple[Path, dg.DagsterInstance, Path]:
+    """The sweep's report, materialized once per test (cheap: the sweep is stored)."""
+    lane_home, sweep_instance = swept
+    result = dg.materialize(
+        [sweep_summary_asset, sweep_tracking_asset, sweep_report_asset],
+        instance=sweep_instance,
+        resources=lane_resources(lane_home),
+    )
+    assert result.success
+    return lane_home, sweep_instance, Path(str(_metadata(result)["sweep_report"]["path"]))
+
+
+def audit_of(text: str, instance: dg.DagsterInstance) -> AuditResult:
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        return audit_document(
+            text,
+            con=conn,
+            fixtures_root=paths.fixtures_root(),
+            judge=load_judge(),
+            instance=instance,
+            mlflow=open_client(default_store()),
+        )
+    finally:
+        conn.close()
+
+
+def test_the_report_audits_clean_and_an_edited_number_is_named(
+    reported: tuple[Path, dg.DagsterInstance, Path],
+) -> None:
+    _, instance, report = reported
+    text = report.read_text()
+    result = audit_of(text, instance)
+    assert result.clean, result.problems
+    assert len(result.numbers) == 4 * 6 + 4 * 10 * 6  # headline + per category, 6 numbers each
+    assert all("→ MLflow run" in n.chain and "call envelopes" in n.chain for n in result.numbers)
+    html = report.with_name("report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 5 and "evalp:references" in html
+    # one number edited by hand
+    ref = "r-product-sim-small-all-mean"
+    printed = next(n.printed for n in result.numbers if n.ref == ref)
+    edited = text.replace(f"[{printed}](#{ref})", f"[{float(printed) + 0.1:.1f}](#{ref})")
+    problems = audit_of(edited, instance).problems
+    assert any(ref in p and "re-derived" in p for p in problems), problems
+    # a number written without its reference in an audited table
+    bare = text.replace(f"[{printed}](#{ref})", printed)
+    problems = audit_of(bare, instance).problems
+    assert any(p.startswith("number without a reference") and printed in p for p in problems)
+
+
+def test_an_audit_fails_when_envelopes_are_deleted_or_the_fixture_set_is_tampered(
+    reported: tuple[Path, dg.DagsterInstance, Path],
+) -> None:
+    _, instance, report = reported
+    text = report.read_text()
+    fixture_id = read_references(text).provenance.fixture_id  # type: ignore[union-attr]
+    cases_file = paths.fixtures_root() / fixture_id / "cases.jsonl"
+    original = cases_file.read_bytes()
+    cases_file.write_bytes(original.replace(b"royalty", b"Royalty", 1))
+    assert cases_file.read_bytes() != original
+    try:
+        problems = audit_of(text, instance).problems
+        assert any(f"fixture set {fixture_id} does not verify" in p for p in problems), problems
+    finally:
+        cases_file.write_bytes(original)
+    conn = connect(paths.warehouse_path())
+    kept = conn.execute(
+        "SELECT * FROM runs.call_envelopes WHERE call_id IN "
+        "(SELECT unnest(from_json(call_ids, '[\"VARCHAR\"]')) FROM runs.case_outcomes "
+        "WHERE lane = 'model' AND model = 'sim-small' AND seed = 1 LIMIT 5)"
+    ).pl()
+    assert kept.height > 0
+    conn.register("kept", kept)
+    conn.execute("DELETE FROM runs.call_envelopes WHERE call_id IN (SELECT call_id FROM kept)")
+    conn.close()
+    try:
+        problems = audit_of(text, instance).problems
+        assert any("model/sim-small" in p and "call envelopes" in p for p in problems), problems
+    finally:
+        conn = connect(paths.warehouse_path())
+        conn.register("kept", kept)
+        conn.execute("INSERT INTO runs.call_envelopes SELECT * FROM kept")
+        conn.close()
+    assert audit_of(text, instance).clean
 
 
 def test_evalp_regrade_relabels_a_call_an_older_reader_labelled_and_rescores_its_case(

@@ -1,0 +1,1 @@
+"""Re-deriving published numbers from stored runs (Dagster-free core)."""

@@ -1,0 +1,1 @@
+"""Published reports (Dagster-free): the sweep report, its plots and number references."""

@@ -1,0 +1,158 @@
+"""Numbers that carry their own provenance.
+
+Every number a report publishes in a results table is written as a markdown link
+`[93.7](#r-product-sim-small-all-mean)`, and the document ends with a machine-readable
+block (`<!-- evalp:references {...} -->`) holding, per reference, what the number is (lane,
+model, category, statistic, seeds, fixture set and settings hashes) and where it came
+from (Dagster run and materialized asset, MLflow run, world seed and fingerprint, commit,
+scorer version). `evalp audit` reads both back and re-derives each number.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.aggregate import CategoryRow, LaneSummary
+
+Statistic = Literal["mean", "low", "high", "n", "infra", "budget"]
+STATISTICS: tuple[Statistic, ...] = ("mean", "low", "high", "n", "infra", "budget")
+BLOCK_START = "<!-- evalp:references "
+BLOCK_END = " -->"
+NUMBER_LINK = re.compile(r"\[(?P<text>[-+]?\d[\d,]*(?:\.\d+)?%?)\]\(#(?P<ref>r-[A-Za-z0-9._-]+)\)")
+BLOCK = re.compile(re.escape(BLOCK_START) + r"(?P<json>\{.*?\})" + re.escape(BLOCK_END), re.DOTALL)
+
+
+class Provenance(FrozenRecord):
+    """Where a report's numbers come from (shared by all its references)."""
+
+    dagster_run_id: str
+    """The run that materialized the asset; "latest" for a document (the README) that
+    points at whatever the latest materialization is."""
+    asset_key: str
+    mlflow_run_id: str | None
+    fixture_id: str
+    world_seed: int
+    world_fingerprint: str
+    commit: str
+    dirty: bool
+    scorer_version: str
+
+
+class NumberRef(FrozenRecord):
+    ref: str
+    text: str
+    """The number as printed."""
+    lane: str
+    model: str
+    category: str
+    statistic: Statistic
+    seeds: tuple[int, ...]
+    settings_hashes: tuple[str, ...]
+
+
+class References(FrozenRecord):
+    provenance: Provenance
+    numbers: tuple[NumberRef, ...]
+
+    def block(self) -> str:
+        return BLOCK_START + self.model_dump_json() + BLOCK_END
+
+
+def format_statistic(row: CategoryRow, statistic: Statistic) -> str | None:
+    """How each statistic is printed (the audit compares these strings exactly)."""
+    value: float | int | None = {
+        "mean": row.mean,
+        "low": row.low,
+        "high": row.high,
+        "n": row.scored,
+        "infra": row.infra_errors,
+        "budget": row.budget_stopped,
+    }[statistic]
+    if value is None:
+        return None
+    return str(value) if isinstance(value, int) else f"{value:.1f}"
+
+
+def ref_id(lane: str, model: str, category: str, statistic: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"r-{lane}-{model}-{category}-{statistic}")
+
+
+class RefBook:
+    """Collects the references of one document while it is written."""
+
+    def __init__(self, settings_hashes: dict[tuple[str, str], tuple[str, ...]]) -> None:
+        self._hashes = settings_hashes
+        self.numbers: dict[str, NumberRef] = {}
+
+    def number(self, summary: LaneSummary, category: str, statistic: Statistic) -> str:
+        """The statistic as a linked number, or an en dash when it has no value."""
+        text = format_statistic(summary.row(category), statistic)
+        if text is None:
+            return "–"
+        ref = ref_id(summary.lane, summary.model, category, statistic)
+        self.numbers[ref] = NumberRef(
+            ref=ref,
+            text=text,
+            lane=summary.lane,
+            model=summary.model,
+            category=category,
+            statistic=statistic,
+            seeds=summary.seeds,
+            settings_hashes=self._hashes[(summary.lane, summary.model)],
+        )
+        return f"[{text}](#{ref})"
+
+    def references(self, provenance: Provenance) -> References:
+        return References(provenance=provenance, numbers=tuple(self.numbers.values()))
+
+
+def read_references(text: str) -> References | None:
+    """The references block of a document, or None when it has none."""
+    found = BLOCK.search(text)
+    if found is None:
+        return None
+    return References.model_validate(json.loads(found.group("json")))
+
+
+def linked_numbers(text: str) -> list[tuple[str, str]]:
+    """Every (number as printed, ref id) linked in the document."""
+    return [(m.group("text"), m.group("ref")) for m in NUMBER_LINK.finditer(text)]
+
+
+AUDITED_TABLE = re.compile(r"^<!-- evalp:audited-table labels=(?P<labels>\d+) -->$")
+_BARE_NUMBER = re.compile(r"(?<![\w.-])[-+]?\d[\d,]*(?:\.\d+)?%?(?![\w.])")
+
+
+def audited_table_marker(labels: int) -> str:
+    """The line before a table whose every number past its first `labels` columns must
+    carry a reference."""
+    return f"<!-- evalp:audited-table labels={labels} -->"
+
+
+def unlinked_table_numbers(text: str) -> list[str]:
+    """Numbers in audited tables that carry no reference, each named with its row."""
+    found: list[str] = []
+    labels: int | None = None
+    in_table = False
+    for line in text.splitlines():
+        marker = AUDITED_TABLE.match(line.strip())
+        if marker:
+            labels, in_table = int(marker.group("labels")), False
+            continue
+        if labels is None:
+            continue
+        if not line.startswith("|"):
+            if in_table:
+                labels, in_table = None, False
+            continue
+        in_table = True
+        if set(line.strip()) <= set("|-: "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for cell in cells[labels:]:
+            for bare in _BARE_NUMBER.findall(NUMBER_LINK.sub("", cell)):
+                found.append(f"{bare} in row {line.strip()}")
+    return found

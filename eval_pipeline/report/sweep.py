@@ -1,0 +1,368 @@
+"""The sweep report: markdown and one self-contained HTML file (plots embedded as PNG).
+
+Tables a reader quotes are audited tables: every number in them links to a reference
+(`report/refs.py`) and `evalp audit` re-derives it. Plots are drawn from the same
+summaries; ‡ and † counts stand beside every score they qualify and every table states
+its denominator (n = case × seed pairs scored).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from markdown_it import MarkdownIt
+from matplotlib.figure import Figure
+
+from eval_pipeline.experiments.parity import ParityReport
+from eval_pipeline.fixtures.case import CATEGORIES
+from eval_pipeline.providers.labels import LABELS
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.report.refs import (
+    Provenance,
+    RefBook,
+    References,
+    audited_table_marker,
+)
+from eval_pipeline.scoring.aggregate import LaneSummary
+
+ALL = "all"
+
+
+class SweepReport(FrozenRecord):
+    markdown: str
+    html: str
+    references: References
+    plots: dict[str, str]
+    """PNG plots by name, base64."""
+
+
+def _png(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _label(summary: LaneSummary) -> str:
+    return f"{summary.model} ({summary.lane} lane)"
+
+
+def plot_categories(summaries: Sequence[LaneSummary]) -> str:
+    """Category × model scores per lane, with the bootstrap intervals."""
+    lanes = sorted({s.lane for s in summaries}, key=lambda lane: lane != "model")
+    figure, axes = plt.subplots(len(lanes), 1, figsize=(11, 3.6 * len(lanes)), squeeze=False)
+    for axis, lane in zip(axes[:, 0], lanes, strict=True):
+        rows = [s for s in summaries if s.lane == lane]
+        width = 0.8 / max(len(rows), 1)
+        categories = [c for c in (*CATEGORIES, ALL) if any(r.category == c for r in rows[0].rows)]
+        for index, summary in enumerate(rows):
+            xs: list[float] = []
+            ys: list[float] = []
+            errors: list[list[float]] = [[], []]
+            for position, category in enumerate(categories):
+                row = summary.row(category)
+                if row.mean is None:
+                    continue
+                xs.append(position + index * width)
+                ys.append(row.mean)
+                errors[0].append(row.mean - (row.low if row.low is not None else row.mean))
+                errors[1].append((row.high if row.high is not None else row.mean) - row.mean)
+            axis.bar(xs, ys, width, yerr=errors, capsize=2, label=summary.model)
+        axis.set_xticks([p + 0.4 - width / 2 for p in range(len(categories))])
+        axis.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
+        axis.set_ylim(0, 105)
+        axis.set_ylabel("points (95% interval)")
+        axis.set_title(f"{lane} lane: mean case score per category")
+        axis.legend(fontsize=8)
+    return _png(figure)
+
+
+def plot_lanes(summaries: Sequence[LaneSummary]) -> str:
+    """Each model's overall score in the model lane beside the product lane."""
+    models = sorted({s.model for s in summaries})
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    for offset, lane in ((-0.2, "model"), (0.2, "product")):
+        xs, ys, lows, highs = [], [], [], []
+        for index, model in enumerate(models):
+            found = [s for s in summaries if s.lane == lane and s.model == model]
+            if not found or found[0].row(ALL).mean is None:
+                continue
+            row = found[0].row(ALL)
+            assert row.mean is not None
+            xs.append(index + offset)
+            ys.append(row.mean)
+            lows.append(row.mean - (row.low if row.low is not None else row.mean))
+            highs.append((row.high if row.high is not None else row.mean) - row.mean)
+        axis.bar(xs, ys, 0.4, yerr=[lows, highs], capsize=3, label=f"{lane} lane")
+    axis.set_xticks(range(len(models)))
+    axis.set_xticklabels(models)
+    axis.set_ylim(0, 105)
+    axis.set_ylabel("points, all cases")
+    axis.set_title("Model lane (the model alone) beside the product lane")
+    axis.legend(fontsize=8)
+    return _png(figure)
+
+
+def plot_labels(summaries: Sequence[LaneSummary]) -> str:
+    """The six labels of each lane and model's final calls, stacked."""
+    figure, axis = plt.subplots(figsize=(9, 3.5))
+    names = [_label(s) for s in summaries]
+    bottom = [0] * len(summaries)
+    for label in LABELS:
+        counts = [s.labels.get(label, 0) for s in summaries]
+        axis.bar(names, counts, bottom=bottom, label=label)
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    axis.set_ylabel("case × seed pairs")
+    axis.set_title("Six labels of the final call, per lane and model")
+    axis.tick_params(axis="x", labelrotation=20, labelsize=8)
+    axis.legend(fontsize=7, ncol=6)
+    return _png(figure)
+
+
+def plot_cost(summaries: Sequence[LaneSummary]) -> str:
+    """Cost against score (the cost axis is for the eye; the tables print exact cents)."""
+    figure, axis = plt.subplots(figsize=(6, 3.8))
+    for summary in summaries:
+        score = summary.row(ALL).mean
+        if score is None:
+            continue
+        axis.scatter([float(summary.cost_usd)], [score], s=40)
+        axis.annotate(_label(summary), (float(summary.cost_usd), score), fontsize=7)
+    axis.set_xlabel("cost of the sweep's calls, USD (simulated prices)")
+    axis.set_ylabel("points, all cases")
+    axis.set_title("Cost against score")
+    return _png(figure)
+
+
+def plot_noise(summaries: Sequence[LaneSummary]) -> str:
+    """The noise floor: how far apart the seed replicates' means are, per category."""
+    figure, axis = plt.subplots(figsize=(11, 3.4))
+    width = 0.8 / max(len(summaries), 1)
+    categories = [*CATEGORIES, ALL]
+    for index, summary in enumerate(summaries):
+        spreads = [
+            next((r.spread or 0.0 for r in summary.rows if r.category == c), 0.0)
+            for c in categories
+        ]
+        axis.bar(
+            [p + index * width for p in range(len(categories))],
+            spreads,
+            width,
+            label=_label(summary),
+        )
+    axis.set_xticks([p + 0.4 - width / 2 for p in range(len(categories))])
+    axis.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("max − min of per-seed means")
+    axis.set_title("Noise floor from seed replicates")
+    axis.legend(fontsize=7)
+    return _png(figure)
+
+
+def plot_parity(reports: Sequence[ParityReport]) -> str:
+    """Each comparison's interval against its registered margin."""
+    rows = [(r, c) for r in reports for c in r.comparisons if c.low is not None]
+    figure, axis = plt.subplots(figsize=(8, 0.5 + 0.45 * max(len(rows), 1)))
+    for index, (report, comparison) in enumerate(rows):
+        assert comparison.low is not None and comparison.high is not None
+        centre = comparison.difference or 0.0
+        axis.errorbar(
+            [centre],
+            [index],
+            xerr=[[centre - comparison.low], [comparison.high - centre]],
+            fmt="o",
+            capsize=3,
+        )
+        margins = {
+            "equivalence": (-report.margin, report.margin),
+            "non_inferiority": (-report.margin,),
+            "superiority": (report.margin,),
+        }[report.kind]
+        for margin in margins:
+            axis.plot([margin, margin], [index - 0.3, index + 0.3], color="grey", lw=1)
+    axis.set_yticks(range(len(rows)))
+    axis.set_yticklabels(
+        [f"{r.experiment_id}: {c.candidate} ({c.verdict})" for r, c in rows], fontsize=7
+    )
+    axis.axvline(0, color="black", lw=0.5)
+    axis.set_xlabel("difference in points, candidate − reference (grey: registered margin)")
+    axis.set_title("Parity verdicts")
+    return _png(figure)
+
+
+def _tables(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
+    lines = [
+        "## Headline",
+        "",
+        "Mean case score in points over every case of the fixture set (each case's mean over "
+        "its scored seeds), its 95% bootstrap interval over cases, n = case × seed pairs "
+        "scored, ‡ never heard (infrastructure, harness or judge error), † budget-stopped: "
+        "‡ and † are out of n and never scored as zero.",
+        "",
+    ]
+    lines += headline_table(summaries, book)
+    lines += [
+        "",
+        "## Per category",
+        "",
+        "As above, per category (n per row).",
+        "",
+        audited_table_marker(3),
+        "| lane | model | category | score | low | high | n | ‡ | † |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        for row in s.rows:
+            if row.category == ALL:
+                continue
+            lines.append(
+                f"| {s.lane} | {s.model} | {row.category} | "
+                + " | ".join(
+                    book.number(s, row.category, stat)
+                    for stat in ("mean", "low", "high", "n", "infra", "budget")
+                )
+                + " |"
+            )
+    lines += [
+        "",
+        "## Yield, cost and tokens",
+        "",
+        "Yield: share of labelled final calls that were graded (right or wrong); accuracy on "
+        "yield: right among those. Cost is exact (simulated prices for simulated models).",
+        "",
+        "| lane | model | yield | accuracy on yield | cost (USD) | tokens | security violations |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        yield_text = "–" if s.yield_rate is None else f"{100 * s.yield_rate:.1f}%"
+        accuracy = "–" if s.accuracy_on_yield is None else f"{100 * s.accuracy_on_yield:.1f}%"
+        lines.append(
+            f"| {s.lane} | {s.model} | {yield_text} | {accuracy} | {s.cost_usd:.6f} | "
+            f"{s.tokens:,} | {s.security_violations} |"
+        )
+    return lines
+
+
+def headline_table(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
+    """The README's results table: overall score per lane and model, linked."""
+    lines = [
+        audited_table_marker(2),
+        "| lane | model | score | low | high | n | ‡ | † |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.lane} | {s.model} | "
+            + " | ".join(
+                book.number(s, ALL, stat)
+                for stat in ("mean", "low", "high", "n", "infra", "budget")
+            )
+            + " |"
+        )
+    return lines
+
+
+def _parity_section(reports: Sequence[ParityReport]) -> list[str]:
+    if not reports:
+        return []
+    lines = [
+        "## Experiments",
+        "",
+        "Registered before any result; full reports under `var/reports/experiments/`.",
+        "",
+        "| experiment | comparison | kind, margin | Δ | interval | verdict | ‡ per arm |",
+        "|---|---|---|---:|---|---|---|",
+    ]
+    for report in reports:
+        unheard = ", ".join(f"{a.arm} {a.infra_errors}" for a in report.arms)
+        for c in report.comparisons:
+            delta = "–" if c.difference is None else f"{c.difference:+.1f}"
+            interval = "–" if c.low is None or c.high is None else f"[{c.low:+.1f}, {c.high:+.1f}]"
+            lines.append(
+                f"| {report.experiment_id} | {c.candidate} vs {c.reference} | "
+                f"{report.kind.replace('_', '-')}, {report.margin:g} | {delta} | {interval} | "
+                f"**{c.verdict}** | {unheard} |"
+            )
+    return lines
+
+
+def provenance_lines(provenance: Provenance) -> list[str]:
+    return [
+        f"Fixture set `{provenance.fixture_id}`, world seed {provenance.world_seed} "
+        f"(fingerprint `{provenance.world_fingerprint[:16]}`), code `{provenance.commit[:12]}`"
+        + (" (dirty checkout)" if provenance.dirty else "")
+        + f", scorers `{provenance.scorer_version}`; Dagster run `{provenance.dagster_run_id}` "
+        f"({provenance.asset_key}), MLflow run `{provenance.mlflow_run_id or 'none'}`. Every "
+        "number in the score tables links to its reference; `evalp audit <this file>` "
+        "re-derives each one from the stored runs.",
+    ]
+
+
+def build_sweep_report(
+    summaries: Sequence[LaneSummary],
+    settings_hashes: Mapping[tuple[str, str], tuple[str, ...]],
+    provenance: Provenance,
+    parity: Sequence[ParityReport] = (),
+    *,
+    title: str = "Sweep report",
+    simulated: bool = True,
+    not_shown: Sequence[str] = (),
+) -> SweepReport:
+    book = RefBook(dict(settings_hashes))
+    plots = {
+        "categories": plot_categories(summaries),
+        "lanes": plot_lanes(summaries),
+        "labels": plot_labels(summaries),
+        "cost": plot_cost(summaries),
+        "noise": plot_noise(summaries),
+    }
+    if any(c.low is not None for r in parity for c in r.comparisons):
+        plots["parity"] = plot_parity(parity)
+    lines = [f"# {title}", "", *provenance_lines(provenance), ""]
+    if simulated:
+        lines += [
+            "Results from the project's **simulated provider** (simulated agents), not a "
+            "real model.",
+            "",
+        ]
+    lines += _tables(summaries, book)
+    lines += ["", *_parity_section(parity)]
+    lines += [f"Not shown: {line}" for line in not_shown]
+    lines += ["", "## Plots", ""]
+    for name in plots:
+        lines += [f"![{name}](plots/{name}.png)", ""]
+    references = book.references(provenance)
+    lines += [references.block(), ""]
+    markdown = "\n".join(lines)
+    return SweepReport(
+        markdown=markdown,
+        html=to_html(markdown, plots, title),
+        references=references,
+        plots=plots,
+    )
+
+
+def to_html(markdown: str, plots: Mapping[str, str], title: str) -> str:
+    """One self-contained page: the markdown rendered, plots inlined, references kept (as
+    the same comment block, and anchors for each reference)."""
+    body = markdown
+    for name, png in plots.items():
+        body = body.replace(f"(plots/{name}.png)", f"(data:image/png;base64,{png})")
+    renderer = MarkdownIt("commonmark", {"html": True}).enable("table")
+    html = renderer.render(body)
+    style = (
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;font-size:13px;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 6px}td{text-align:right}"
+        "td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}"
+        "a{color:inherit;text-decoration:none;border-bottom:1px dotted #888}img{max-width:100%}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{style}</style></head><body>{html}</body></html>\n"
+    )
