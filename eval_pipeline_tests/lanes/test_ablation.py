@@ -80,6 +80,7 @@ def test_sim_small_scores_higher_through_the_product_than_alone(
     assert product_lane > model_lane
 
 
+@pytest.mark.slow  # 60-70 s: the whole matrix for an agent the sweep tests already show at 100
 def test_sim_strong_is_high_in_both_lanes_and_the_guards_change_little(
     small_fixture_set: FixtureSet, agent_db: Path, tmp_path: Path
 ) -> None:
