@@ -1,4 +1,4 @@
-"""The deployment as a daemon runs it (slow: about two minutes here): runs of the lanes job
+"""The deployment as a daemon runs it (slow: about three minutes here): runs of the lanes job
 submitted with `dagster job launch` wait in the queue of deploy/dagster.yaml's
 QueuedRunCoordinator until `dagster-daemon run` starts them on the Postgres instance; two
 runs of one partition never run at once (the `dagster/partition` limit), a run of another
@@ -23,7 +23,7 @@ from eval_pipeline.defs.keys import LANES_JOB, PROVIDER_TAG
 from eval_pipeline_tests.deploy.conftest import Deployment
 
 SUBMITTED = (("sim-strong", "0"), ("sim-strong", "0"), ("sim-small", "0"))
-"""Lanes-job runs in the order they are queued: the first two share a partition."""
+"""Lanes-job runs queued at once: two share a partition."""
 DONE = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 DAEMON_TIMEOUT_S = 420
 
@@ -88,8 +88,8 @@ def test_the_daemon_starts_queued_runs_within_the_deploy_limits(
         try:
             deadline = time.monotonic() + DAEMON_TIMEOUT_S
             while time.monotonic() < deadline:
-                statuses = [instance.get_run_by_id(run_id).status for run_id in order]  # type: ignore[union-attr]
-                if all(status in DONE for status in statuses):
+                runs = [instance.get_run_by_id(run_id) for run_id in order]
+                if all(run is not None and run.status in DONE for run in runs):
                     break
                 assert daemon.poll() is None, "the daemon exited"
                 time.sleep(1)
