@@ -33,7 +33,7 @@ def report_dir() -> Path:
     return paths.var_dir() / "reports" / "sweep"
 
 
-def _parity_reports(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
+def parity_reports_for(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
     """The experiments' reports on this fixture set, and one line per report file that is
     not one this code can read (written by older code: re-materialize it to include it)."""
     folder = paths.var_dir() / "reports" / "experiments"
@@ -106,7 +106,7 @@ def sweep_report_asset(
         for h in key
         if h in identities
     )
-    parity, unreadable = _parity_reports(fixture_set.fixture_id)
+    parity, unreadable = parity_reports_for(fixture_set.fixture_id)
     for line in unreadable:
         context.log.warning(line)
     report = build_sweep_report(
