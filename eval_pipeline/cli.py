@@ -298,28 +298,10 @@ def audit(path: Path, quiet: bool) -> None:
     """Re-derive every referenced number of a report (or the README) from the stored runs
     and print its chain; exit 1 naming every number that does not re-derive exactly, every
     reference that leads nowhere and every number without a reference."""
-    import dagster as dg
+    from eval_pipeline.audit.audit import audit_against_project
 
-    from eval_pipeline.audit.audit import audit_document
-    from eval_pipeline.scoring.judge import load_judge
-    from eval_pipeline.tracking.store import default_store, open_client
-    from eval_pipeline.warehouse import connect
-
-    text = path.read_text(encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())
-    conn = connect(paths.warehouse_path(), read_only=True)
-    try:
-        with dg.DagsterInstance.get() as instance:
-            result = audit_document(
-                text,
-                con=conn,
-                fixtures_root=paths.fixtures_root(),
-                judge=load_judge(),
-                instance=instance,
-                mlflow=open_client(default_store()),
-            )
-    finally:
-        conn.close()
+    result = audit_against_project(path.read_text(encoding="utf-8"))
     if not quiet:
         for number in result.numbers:
             mark = "ok " if number.derived == number.printed else "BAD"

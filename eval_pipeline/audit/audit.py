@@ -234,3 +234,28 @@ def audit_document(
     unprinted = sorted(set(by_ref) - {ref for _, ref in linked})
     problems += [f"reference {ref} is not printed in the document" for ref in unprinted]
     return AuditResult(numbers=tuple(audited), problems=tuple(problems))
+
+
+def audit_against_project(text: str) -> AuditResult:
+    """Audit `text` against this project's stores (the warehouse read-only, the Dagster
+    instance in DAGSTER_HOME, the MLflow store): what `evalp audit` runs."""
+    import dagster as dg
+
+    from eval_pipeline import paths
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.warehouse import connect
+
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            return audit_document(
+                text,
+                con=conn,
+                fixtures_root=paths.fixtures_root(),
+                judge=load_judge(),
+                instance=instance,
+                mlflow=open_client(default_store()),
+            )
+    finally:
+        conn.close()

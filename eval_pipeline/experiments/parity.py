@@ -256,11 +256,7 @@ def compare(
 
 
 def _passes(scores: Sequence[CaseScore]) -> dict[str, bool]:
-    by_case: dict[str, list[float]] = defaultdict(list)
-    for score in scores:
-        if score.score is not None:
-            by_case[score.case_id].append(score.score)
-    return {case: bool(majority(values)) for case, values in by_case.items()}
+    return {case: value == 100.0 for case, value in case_values(scores, "majority_pass").items()}
 
 
 def _categories(

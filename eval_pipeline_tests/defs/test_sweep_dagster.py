@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline import paths
-from eval_pipeline.audit.audit import AuditResult, audit_document
+from eval_pipeline.audit.audit import AuditResult, audit_against_project
 from eval_pipeline.defs.keys import (
     GATE_READS_PRODUCT_LANE,
     MODEL_LANE_SCORES_ASSET,
@@ -50,7 +50,6 @@ from eval_pipeline.scoring.grading import (
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.scoring.store import read_partition, read_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
-from eval_pipeline.tracking.store import default_store, open_client
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
@@ -369,18 +368,9 @@ def reported(swept: tuple[Path, dg.DagsterInstance]) -> tuple[Path, dg.DagsterIn
 
 
 def audit_of(text: str, instance: dg.DagsterInstance) -> AuditResult:
-    conn = connect(paths.warehouse_path(), read_only=True)
-    try:
-        return audit_document(
-            text,
-            con=conn,
-            fixtures_root=paths.fixtures_root(),
-            judge=load_judge(),
-            instance=instance,
-            mlflow=open_client(default_store()),
-        )
-    finally:
-        conn.close()
+    """The audit `evalp audit` runs; DAGSTER_HOME points at `instance` (see `swept`)."""
+    del instance
+    return audit_against_project(text)
 
 
 def test_the_report_audits_clean_and_an_edited_number_is_named(
