@@ -98,11 +98,18 @@ def main() -> None:
 
 @main.command()
 def demo() -> None:
-    """Run the main job (world -> answer key -> fixtures -> calibration) on a local
-    Dagster instance, after cleaning up what a killed earlier demo left behind."""
+    """The whole mission on a local Dagster instance: world, answer key, fixtures,
+    calibration, both lanes for every model and seed of the sweep, its registered
+    experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
+    killed earlier demo left behind)."""
     from eval_pipeline.defs.runner import run_main_job
+    from eval_pipeline.mission_display import MissionBar
 
-    outcome = run_main_job()
+    bar = MissionBar()
+    try:
+        outcome = run_main_job(progress=bar)
+    finally:
+        bar.close()
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     recovery = outcome.recovery
@@ -154,7 +161,20 @@ def demo() -> None:
         _echo_results(outcome.results)
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
-    click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
+    if outcome.results is not None:
+        from eval_pipeline.mission_display import (
+            echo_experiments,
+            echo_gate,
+            echo_headline,
+            echo_where_to_look,
+        )
+
+        echo_headline(outcome.results)
+        echo_gate(outcome.results)
+        echo_experiments(outcome.experiments)
+        echo_where_to_look(outcome.results)
+    else:
+        click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
     if not outcome.success:
         sys.exit(1)
 
@@ -183,24 +203,11 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
 
 
 def _echo_results(results: JobOutcome) -> None:
-    """Each lane and model's overall score, where the full table is, and the gate."""
+    """Where the full table is, the checks, the README table and the MLflow runs (the
+    headline and the gate's verdict are printed last, by `mission_display`)."""
     summary = results.materializations.get("sweep_summary", {})
-    for name, value in summary.items():
-        if name.endswith(" points"):
-            click.echo(
-                f"  score        {name[: -len(' points')]:<24} {value:.1f} points (all cases)"
-            )
     if "path" in summary:
         click.echo(f"  summary      {summary['path']}")
-    gate = results.materializations.get("ship_gate", {})
-    if gate:
-        verdict = "PASSES" if gate.get("passed") else "FAILS"
-        candidates = gate.get("candidates")
-        named = ", ".join(str(c) for c in candidates) if isinstance(candidates, list) else "?"
-        click.echo(f"  ship gate    {verdict} for {named}")
-        notices = gate.get("notices")
-        for notice in notices if isinstance(notices, list) else []:
-            click.echo(f"  notice       {notice}")
     for check, passed in sorted(results.checks.items()):
         click.echo(f"  check        {check}: {'passed' if passed else 'FAILED'}")
     report = results.materializations.get("sweep_report", {})
@@ -476,17 +483,11 @@ def experiment_run(experiment_id: str) -> None:
     from eval_pipeline.defs.runner import run_experiment
     from eval_pipeline.experiments.registry import require_registration
     from eval_pipeline.experiments.spec import load_spec, resolve
-    from eval_pipeline.fixtures.frozen import load_fixtures
     from eval_pipeline.tracking.store import default_store, open_client
-    from eval_pipeline.warehouse import connect
 
     spec = load_spec(experiment_id)
     material, _, _ = resolve(spec)
-    conn = connect(paths.warehouse_path(), read_only=True)
-    try:
-        fixture_id = load_fixtures(stages.recorded_fixture_path(conn)).fixture_id
-    finally:
-        conn.close()
+    fixture_id = stages.current_fixture_set(paths.warehouse_path()).fixture_id
     registration = require_registration(open_client(default_store()), spec, material, fixture_id)
     click.echo(f"{experiment_id}: registration {registration.run_id} holds; running the arms")
     outcomes = run_experiment(experiment_id)
@@ -498,6 +499,84 @@ def experiment_run(experiment_id: str) -> None:
     report = outcomes[-1].materializations[f"experiments/{experiment_id}/parity_report"]
     click.echo(str(report["report"]))
     click.echo(f"report: {report['path']}")
+
+
+@main.command()
+@click.option(
+    "--models",
+    required=True,
+    help="Comma-separated model config names (configs/models), e.g. claude-sonnet-4-5,gpt-4.1.",
+)
+@click.option("--seeds", default="0,1,2", show_default=True, help="Comma-separated seeds.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the calls and their worst-case cost; call nothing."
+)
+def sweep(models: str, seeds: str, dry_run: bool) -> None:
+    """Both lanes for each model × seed on the fixture set the main job froze, then scores,
+    the gate, tracking and the report; real providers read their keys from the environment.
+    The plan (calls and worst-case cost) is printed first."""
+    from eval_pipeline import stages
+    from eval_pipeline.lanes.sweep_plan import plan_sweep
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.harness import utc_today
+    from eval_pipeline.providers.prices import load_price_book
+    from eval_pipeline.scoring.judge import load_judge
+
+    names = [name.strip() for name in models.split(",") if name.strip()]
+    if not names:
+        fail("--models names no model config")
+    seed_list = _seed_list(seeds)
+    judge = load_judge()
+    scan = scan_model_configs()
+    configs = scan.require([*names, judge.model])
+    fixture_set = stages.current_fixture_set(paths.warehouse_path())
+    plan = plan_sweep(
+        [configs[name] for name in names],
+        seed_list,
+        ("model", "product"),
+        fixture_set,
+        load_price_book(),
+        utc_today(),
+        judge,
+        configs[judge.model],
+    )
+    click.echo(
+        f"Sweep plan: {', '.join(names)} × seeds {', '.join(map(str, seed_list))} on fixture "
+        f"set {plan.fixture_id} ({len(fixture_set.cases)} cases), prices of {plan.day}:"
+    )
+    click.echo("\n".join("  " + line for line in plan.table().splitlines()))
+    click.echo(
+        f"Worst case: ${plan.worst_case_usd:,.2f} (every request at its bound, every attempt "
+        "billed; the budget reserves each call's bound before sending it)"
+    )
+    for call in plan.calls:
+        click.echo(f"  {call.model} as {call.role}: {call.bound}")
+    for name, variable in sorted(plan.missing_keys.items()):
+        click.echo(f"missing key: {name} reads {variable}, which is not set", err=True)
+    if dry_run:
+        click.echo("Dry run: nothing was called.")
+        return
+    if plan.missing_keys:
+        fail(
+            "not started: set "
+            + ", ".join(sorted(set(plan.missing_keys.values())))
+            + " in the environment"
+        )
+    from eval_pipeline.defs.runner import run_sweep
+    from eval_pipeline.mission_display import MissionBar, echo_gate, echo_headline
+
+    bar = MissionBar()
+    try:
+        outcome = run_sweep(names, seed_list, progress=bar)
+    finally:
+        bar.close()
+    _echo_lanes(outcome.lanes)
+    if outcome.results is not None:
+        _echo_results(outcome.results)
+        echo_headline(outcome.results)
+        echo_gate(outcome.results)
+    if not outcome.success:
+        sys.exit(1)
 
 
 @main.command()

@@ -137,6 +137,23 @@ def recorded_fixture_path(conn: duckdb.DuckDBPyConnection) -> Path:
     return Path(recorded["path"][0])
 
 
+def current_fixture_set(warehouse: Path) -> FixtureSet:
+    """The fixture set the main job froze, read through a read-only connection (for the
+    CLI's commands that run on it: an experiment, a sweep, the ablation)."""
+    from eval_pipeline.warehouse import connect
+
+    if not warehouse.exists():
+        raise FixtureIntegrityError(
+            f"no warehouse at {warehouse}: run `evalp demo` first (it builds the world and "
+            "freezes the fixture set every run uses)"
+        )
+    conn = connect(warehouse, read_only=True)
+    try:
+        return load_fixtures(recorded_fixture_path(conn))
+    finally:
+        conn.close()
+
+
 @dataclass(frozen=True)
 class FixtureWorldMatch:
     fixture_id: str

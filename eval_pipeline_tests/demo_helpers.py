@@ -24,13 +24,18 @@ from eval_pipeline.providers.warehouse import JOURNAL_NAME, pending_journals, re
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 SMALL_WORLD = "plugin: label\nseed: 11\nscale: 0.05\n"
+SMALL_SWEEP = "name: small\nmodels: [sim-strong, sim-small]\nseeds: [0, 1, 2]\n"
+"""Two agents and no experiment: the committed experiments name the default world's
+fixture set, which a small world does not build."""
 
 
 def small_world_env(home: Path) -> dict[str, str]:
     """The test's isolated state (see conftest) with a small world, for a fast demo."""
     config = home / "small-world.yaml"
     config.write_text(SMALL_WORLD)
-    return {**os.environ, "EVALP_WORLD_CONFIG": str(config)}
+    sweep = home / "small-sweep.yaml"
+    sweep.write_text(SMALL_SWEEP)
+    return {**os.environ, "EVALP_WORLD_CONFIG": str(config), "EVALP_SWEEP_CONFIG": str(sweep)}
 
 
 def run_evalp(

@@ -158,6 +158,21 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
         return dg.MaterializeResult(
             metadata={
                 "verdicts": dg.MetadataValue.json(verdicts),
+                "comparisons": dg.MetadataValue.json(
+                    [
+                        {
+                            "candidate": c.candidate,
+                            "reference": c.reference,
+                            "kind": report.kind,
+                            "margin": report.margin,
+                            "difference": c.difference,
+                            "low": c.low,
+                            "high": c.high,
+                            "verdict": c.verdict,
+                        }
+                        for c in report.comparisons
+                    ]
+                ),
                 "report": dg.MetadataValue.md(markdown),
                 "path": dg.MetadataValue.path(str(folder / f"{experiment}.md")),
                 "spec_hash": registration.spec_hash,

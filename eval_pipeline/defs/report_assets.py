@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from eval_pipeline import paths, stages
+from eval_pipeline.defs.experiment_assets import parity_report_key
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_REPORT_ASSET,
@@ -19,6 +20,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.experiments.parity import ParityReport
+from eval_pipeline.experiments.spec import scan_specs
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.store import read_identities
 from eval_pipeline.report.refs import Provenance, RefBook
@@ -56,8 +58,17 @@ def parity_reports_for(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
 @dg.asset(
     name=SWEEP_REPORT_ASSET,
     group_name=RESULTS_GROUP,
-    deps=[SWEEP_SUMMARY_ASSET, SWEEP_TRACKING_ASSET],
+    deps=[
+        SWEEP_SUMMARY_ASSET,
+        SWEEP_TRACKING_ASSET,
+        *(parity_report_key(spec.id) for spec in scan_specs()[0]),
+    ],
     pool=WAREHOUSE_POOL,
+    description=(
+        "The report a person reads and `evalp audit` checks. Its lineage is the chain behind "
+        "every number: the summary over the lanes' scores, records and runs, the fixtures and "
+        "world they ran on, the MLflow sweep run, and each experiment's parity report."
+    ),
 )
 def sweep_report_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking

@@ -14,7 +14,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import dagster as dg
 
@@ -28,12 +28,14 @@ from eval_pipeline.defs.keys import (
     RESULTS_JOB,
 )
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.locks import PROJECT_LOCK, project_lock
 from eval_pipeline.providers.warehouse import load_pending_journals
 
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo
+
+    from eval_pipeline.experiments.spec import ExperimentSpec
 
 DEMO_LOCK = PROJECT_LOCK
 DEMO_TAG = "evalp/launched_by"
@@ -80,6 +82,38 @@ class JobOutcome:
 
 
 @dataclass(frozen=True)
+class ExperimentOutcome:
+    """One registered experiment run by the main job: its registration, one run per arm
+    partition, then its parity report (or the reason it could not run)."""
+
+    experiment: str
+    runs: tuple[JobOutcome, ...] = ()
+    registration_run_id: str | None = None
+    newly_registered: bool = False
+    refused: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.refused is None and bool(self.runs) and all(r.success for r in self.runs)
+
+
+class MissionProgress(Protocol):
+    """Told what the main job is doing: how many steps in all, then each step as it starts."""
+
+    def begin(self, total: int) -> None: ...
+
+    def step(self, description: str) -> None: ...
+
+
+class NoProgress:
+    def begin(self, total: int) -> None:
+        pass
+
+    def step(self, description: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
 class MainJobOutcome:
     run_id: str
     success: bool
@@ -91,8 +125,11 @@ class MainJobOutcome:
     recovery: Recovery = field(default_factory=Recovery)
     lanes: tuple[JobOutcome, ...] = ()
     """One lanes-job run per partition of the sweep (after the main job succeeded)."""
+    experiments: tuple[ExperimentOutcome, ...] = ()
+    """The sweep's registered experiments, after every lane partition succeeded."""
     results: JobOutcome | None = None
-    """The results job (sweep summary, ship gate), after every lane partition succeeded."""
+    """The results job (summary, gate, tracking, report), after every lane partition
+    succeeded (whether or not an experiment did)."""
 
 
 def _our_error_names() -> set[str]:
@@ -155,23 +192,80 @@ def recover_after_crash(instance: dg.DagsterInstance) -> Recovery:
     )
 
 
-def run_main_job() -> MainJobOutcome:
-    """Execute the main job in process on the instance in DAGSTER_HOME (created if needed).
+def run_sweep(
+    models: list[str], seeds: list[int], progress: MissionProgress | None = None
+) -> MainJobOutcome:
+    """The sweep's lanes for `models` × `seeds`, then the results job, on the fixture set
+    the main job froze (real providers read their keys from the environment)."""
+    from eval_pipeline.lanes.sweep import SweepConfig
+
+    shown = progress or NoProgress()
+    home = paths.prepared_dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    sweep = SweepConfig(name="cli", models=tuple(models), seeds=tuple(seeds))
+    with project_lock("evalp sweep"):
+        from eval_pipeline.definitions import defs
+
+        shown.begin(1 + len(models) * len(seeds))
+        with dg.DagsterInstance.get() as instance:
+            recovery = recover_after_crash(instance)
+            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB), sweep, shown)
+            outcome = MainJobOutcome(
+                run_id=lanes[-1].run_id if lanes else "",
+                success=all(lane.success for lane in lanes),
+                dagster_home=str(home),
+                materializations={},
+                checks={},
+                recovery=recovery,
+                lanes=lanes,
+            )
+            if not outcome.success:
+                return outcome
+            shown.step("results: summary, gate, tracking, report")
+            results = _job_outcome(
+                defs.resolve_job_def(RESULTS_JOB).execute_in_process(
+                    instance=instance,
+                    raise_on_error=False,
+                    tags={DEMO_TAG: "evalp sweep"},
+                    run_config=QUIET,
+                )
+            )
+            return dataclasses.replace(outcome, results=results, success=results.success)
+
+
+def mission_steps(sweep: SweepConfig, specs: list[ExperimentSpec]) -> int:
+    """The main job, one lanes run per partition, each experiment's arms and report, and
+    the results job."""
+    return 2 + len(sweep.models) * len(sweep.seeds) + sum(len(s.arms()) + 1 for s in specs)
+
+
+def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
+    """The whole mission in process on the instance in DAGSTER_HOME (created if needed): the
+    main job, the sweep's lanes, its registered experiments, then the results job.
 
     Raises LockedError if another demo is running, and the config's own error when a
-    config the job reads is invalid (before any run starts).
+    config the mission reads is invalid (before any run starts).
     """
+    from eval_pipeline.experiments.spec import load_spec, resolve
+
+    shown = progress or NoProgress()
     home = paths.prepared_dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     with project_lock("evalp demo"):
         crash_point("demo.locked")
         warnings = stages.check_main_job_inputs(paths.default_world_config())
+        sweep = load_sweep_config()
+        specs = [load_spec(experiment) for experiment in sweep.experiments]
+        for spec in specs:
+            resolve(spec)
         from eval_pipeline.definitions import defs
 
         job = defs.resolve_job_def(MAIN_JOB)
+        shown.begin(mission_steps(sweep, specs))
         with dg.DagsterInstance.get() as instance:
             recovery = recover_after_crash(instance)
             crash_point("demo.recovered")
+            shown.step("main job: world, answer key, fixtures, calibration")
             result = job.execute_in_process(
                 instance=instance,
                 raise_on_error=False,
@@ -181,9 +275,11 @@ def run_main_job() -> MainJobOutcome:
             outcome = _outcome(result, home, warnings, recovery)
             if not outcome.success:
                 return outcome
-            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB))
+            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB), sweep, shown)
             if not all(lane.success for lane in lanes):
                 return dataclasses.replace(outcome, lanes=lanes, success=False)
+            experiments = tuple(run_registered_experiment(instance, spec, shown) for spec in specs)
+            shown.step("results: summary, gate, tracking, report")
             results = _job_outcome(
                 defs.resolve_job_def(RESULTS_JOB).execute_in_process(
                     instance=instance,
@@ -193,7 +289,11 @@ def run_main_job() -> MainJobOutcome:
                 )
             )
             return dataclasses.replace(
-                outcome, lanes=lanes, results=results, success=results.success
+                outcome,
+                lanes=lanes,
+                experiments=experiments,
+                results=results,
+                success=results.success and all(e.success for e in experiments),
             )
 
 
@@ -205,11 +305,15 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def run_sweep_partitions(
-    instance: dg.DagsterInstance, lanes_job: dg.JobDefinition
+    instance: dg.DagsterInstance,
+    lanes_job: dg.JobDefinition,
+    sweep: SweepConfig | None = None,
+    progress: MissionProgress | None = None,
 ) -> tuple[JobOutcome, ...]:
     """Every (model, seed) partition of the sweep through the lanes job, one run each, after
     registering the sweep's models as partitions."""
-    sweep = load_sweep_config()
+    sweep = sweep or load_sweep_config()
+    shown = progress or NoProgress()
     if instance.event_log_storage.get_concurrency_info(MODEL_CALLS_POOL).slot_count <= 1:
         instance.event_log_storage.set_concurrency_slots(MODEL_CALLS_POOL, MODEL_CALLS_SLOTS)
     known = set(instance.get_dynamic_partitions(MODELS_PARTITIONS))
@@ -220,6 +324,7 @@ def run_sweep_partitions(
     for model in sweep.models:
         for seed in sweep.seeds:
             key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
+            shown.step(f"lanes: {model} seed {seed}")
             result = lanes_job.execute_in_process(
                 instance=instance,
                 partition_key=key,
@@ -273,42 +378,88 @@ def _job_outcome(result: dg.ExecuteInProcessResult, partition: str | None = None
     )
 
 
-def run_experiment(experiment: str) -> tuple[JobOutcome, ...]:
+def run_registered_experiment(
+    instance: dg.DagsterInstance, spec: ExperimentSpec, progress: MissionProgress
+) -> ExperimentOutcome:
+    """Register the spec if it is new (before any of its results exist), refuse it if it
+    changed since its registration or names another fixture set, else run it."""
+    from eval_pipeline.experiments.registry import ExperimentError, register, require_registration
+    from eval_pipeline.experiments.spec import resolve
+    from eval_pipeline.tracking.provenance import code_version
+    from eval_pipeline.tracking.store import default_store, open_client
+
+    material, _, _ = resolve(spec)
+    fixture_id = stages.current_fixture_set(paths.warehouse_path()).fixture_id
+    store = default_store()
+    client = open_client(store)
+    try:
+        if spec.fixture_id != fixture_id:
+            raise ExperimentError(
+                f"experiment {spec.id} names fixture set {spec.fixture_id}, but the main job "
+                f"built {fixture_id}: not registered or run (its results would not answer "
+                "the question it states)"
+            )
+        registration, new = register(client, store, spec, material, code_version())
+        require_registration(client, spec, material, fixture_id)
+    except ExperimentError as error:
+        for _ in range(len(spec.arms()) + 1):
+            progress.step(f"{spec.id}: refused")
+        return ExperimentOutcome(experiment=spec.id, refused=str(error))
+    runs = run_experiment(spec.id, instance=instance, progress=progress)
+    return ExperimentOutcome(
+        experiment=spec.id,
+        runs=runs,
+        registration_run_id=registration.run_id,
+        newly_registered=new,
+    )
+
+
+def run_experiment(
+    experiment: str,
+    *,
+    instance: dg.DagsterInstance | None = None,
+    progress: MissionProgress | None = None,
+) -> tuple[JobOutcome, ...]:
     """Every arm of a registered experiment (one Dagster run per arm partition), then its
-    parity report, on the instance in DAGSTER_HOME. The caller checked the registration;
-    each asset checks it again."""
+    parity report, on `instance` (default: the one in DAGSTER_HOME). The caller checked the
+    registration; each asset checks it again."""
+    if instance is None:
+        home = paths.prepared_dagster_home()
+        os.environ["DAGSTER_HOME"] = str(home)
+        with dg.DagsterInstance.get() as opened:
+            return run_experiment(experiment, instance=opened, progress=progress)
     from eval_pipeline.defs.experiment_assets import experiment_assets
     from eval_pipeline.defs.resources import default_resources
     from eval_pipeline.experiments.spec import load_spec
 
+    shown = progress or NoProgress()
     spec = load_spec(experiment)
     arm_asset, report_asset = experiment_assets(spec)
-    home = paths.prepared_dagster_home()
-    os.environ["DAGSTER_HOME"] = str(home)
     resources = default_resources()
     tags = {DEMO_TAG: f"evalp experiment run {experiment}"}
     outcomes: list[JobOutcome] = []
-    with dg.DagsterInstance.get() as instance:
-        for arm in spec.arms():
-            result = dg.materialize(
-                [arm_asset],
-                instance=instance,
-                resources=resources,
-                partition_key=arm,
-                raise_on_error=False,
-                tags=tags,
-                run_config=QUIET,
-            )
-            outcomes.append(_job_outcome(result, partition=arm))
-            if not result.success:
-                return tuple(outcomes)
+    for arm in spec.arms():
+        shown.step(f"{experiment}: arm {arm}")
         result = dg.materialize(
-            [report_asset],
+            [arm_asset],
             instance=instance,
             resources=resources,
+            partition_key=arm,
             raise_on_error=False,
             tags=tags,
             run_config=QUIET,
         )
-        outcomes.append(_job_outcome(result))
+        outcomes.append(_job_outcome(result, partition=arm))
+        if not result.success:
+            return tuple(outcomes)
+    shown.step(f"{experiment}: parity report")
+    result = dg.materialize(
+        [report_asset],
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags=tags,
+        run_config=QUIET,
+    )
+    outcomes.append(_job_outcome(result))
     return tuple(outcomes)

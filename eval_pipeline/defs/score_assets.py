@@ -29,6 +29,7 @@ from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+from eval_pipeline.report.headline import headline_text
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores, summary_markdown
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
@@ -177,6 +178,7 @@ def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  
             "summary": dg.MetadataValue.md(table),
             "path": dg.MetadataValue.path(str(report)),
             "lanes_models": dg.MetadataValue.json([f"{s.lane}/{s.model}" for s in summaries]),
+            "headline": dg.MetadataValue.text(headline_text(summaries)),
             **{f"{s.lane}/{s.model} points": round(s.row("all").mean or 0.0, 2) for s in summaries},
         }
     )
@@ -287,6 +289,14 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
                 "candidates": dg.MetadataValue.json(list(config.candidates)),
                 "verdicts": dg.MetadataValue.md(gate_markdown(results)),
                 "notices": dg.MetadataValue.json([n for r in results for n in r.notices]),
+                "reasons": dg.MetadataValue.json(
+                    [
+                        f"{r.model}: {rule.rule} {'passed' if rule.passed else 'FAILED'}: "
+                        f"{rule.detail}"
+                        for r in results
+                        for rule in r.rules
+                    ]
+                ),
             },
             check_results=[input_check, *(_rule_check(rule, results) for rule in GATE_RULES)],
         )

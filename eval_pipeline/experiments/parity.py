@@ -105,6 +105,9 @@ class ParityReport(FrozenRecord):
     fixture_id: str
     arms: tuple[ArmSummary, ...]
     comparisons: tuple[Comparison, ...]
+    design: str = "parity"
+    """`parity` (one comparison) or `ablation` (one per guard turned off); reports written
+    before this field existed are parity reports."""
 
 
 def case_values(scores: Sequence[CaseScore], metric: str) -> dict[str, float]:
@@ -318,6 +321,7 @@ def parity_report(
         confidence=spec.confidence,
         primary_metric=spec.primary_metric,
         fixture_id=spec.fixture_id,
+        design=spec.design,
         arms=tuple(summaries.values()),
         comparisons=tuple(
             compare(spec, reference, candidate, scores, summaries)

@@ -23,7 +23,7 @@ from eval_pipeline.errors import ConfigError
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.judge import Judge
 
@@ -200,7 +200,10 @@ def registered_material(
         raise ConfigError(f"experiment {spec.id}: no model config named {', '.join(missing)}")
     return Registered(
         spec=spec.model_dump(mode="json"),
-        model_configs={name: configs[name].model_dump(mode="json") for name in spec.models()},
+        model_configs={
+            name: configs[name].model_dump(mode="json", exclude=NOT_IN_IDENTITY)
+            for name in spec.models()
+        },
         judge=judge,
     )
 
@@ -233,7 +236,7 @@ def judge_material(judge: Judge, configs: dict[str, ModelConfig]) -> dict[str, A
         "model": judge.model,
         "rubric_hash": judge.rubric_hash,
         "max_tokens": judge.max_tokens,
-        "config": configs[judge.model].model_dump(mode="json"),
+        "config": configs[judge.model].model_dump(mode="json", exclude=NOT_IN_IDENTITY),
     }
 
 

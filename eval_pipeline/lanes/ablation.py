@@ -165,21 +165,15 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
     import asyncio
 
     from eval_pipeline import paths, stages
-    from eval_pipeline.fixtures.frozen import load_fixtures
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.sessions import session_for
     from eval_pipeline.scoring.judge import load_judge
-    from eval_pipeline.warehouse import connect
 
     judge = load_judge()
     configs = scan_model_configs().require([model, judge.model])
     warehouse = paths.warehouse_path()
-    conn = connect(warehouse, read_only=True)
-    try:
-        fixture_set = load_fixtures(stages.recorded_fixture_path(conn))
-    finally:
-        conn.close()
+    fixture_set = stages.current_fixture_set(warehouse)
     agent_db = build_agent_world_db(warehouse, paths.agent_world_dir())
     root = paths.var_dir() / "ablation"
     with session_for(

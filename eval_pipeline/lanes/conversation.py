@@ -151,13 +151,7 @@ class CaseContext:
         self.trace(turn, "guard", {"guard": name, "action": action, **detail})
 
     def request(self, messages: Sequence[Message]) -> ModelRequest:
-        return ModelRequest(
-            messages=tuple(messages),
-            tools=self.tools,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            replicate=self.seed,
-        )
+        return case_request(messages, self.tools, self.max_tokens, self.seed)
 
     async def call(self, messages: Sequence[Message], turn: int) -> CallResult:
         result = await self.client.call(
@@ -221,7 +215,21 @@ class CaseContext:
         )
 
 
-def _opening(case: Case) -> list[Message]:
+def case_request(
+    messages: Sequence[Message], tools: tuple[ToolSpec, ...], max_tokens: int, seed: int
+) -> ModelRequest:
+    """A lane's request: the seed is sent as the provider's seed and as the replicate."""
+    return ModelRequest(
+        messages=tuple(messages),
+        tools=tools,
+        max_tokens=max_tokens,
+        seed=seed,
+        replicate=seed,
+    )
+
+
+def opening(case: Case) -> list[Message]:
+    """The first messages of a case in either lane."""
     return [
         Message(role="system", content=SYSTEM_PROMPT),
         Message(role="user", content=case.prompt),
@@ -242,7 +250,7 @@ def _unheard(result: CallResult) -> CaseStatus | None:
 async def run_model_lane_case(ctx: CaseContext) -> CaseRun:
     """One call with the case's prompt and the tools; the first thing the model emits is
     the observation: its first tool call (compared with the expected one) or its text."""
-    result = await ctx.call(_opening(ctx.case), 0)
+    result = await ctx.call(opening(ctx.case), 0)
     unheard = _unheard(result)
     if unheard is not None:
         return ctx.finish(unheard, "call_failed", None, 1, 0)
@@ -265,7 +273,7 @@ async def run_model_lane_case(ctx: CaseContext) -> CaseRun:
 async def run_product_lane_case(ctx: CaseContext) -> CaseRun:
     """The agent loop: call, act on complete replies only, run tools, apply the guards."""
     assert ctx.execute is not None and ctx.read_arguments is not None
-    messages = _opening(ctx.case)
+    messages = opening(ctx.case)
     tool_calls = 0
     bounced = False
     last_text: str | None = None

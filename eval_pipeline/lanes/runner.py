@@ -43,7 +43,7 @@ from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.records import CaseRun, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.paths import var_dir
-from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.records import FrozenRecord
@@ -68,7 +68,7 @@ class LaneSettings(FrozenRecord):
             "lane": self.lane,
             "guards": self.guards.model_dump(mode="json") if self.lane == "product" else None,
             "max_tokens": self.max_tokens,
-            "model": config.model_dump(mode="json"),
+            "model": config.model_dump(mode="json", exclude=NOT_IN_IDENTITY),
             "fixture_id": fixture_id,
         }
         digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

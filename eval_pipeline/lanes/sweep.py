@@ -21,8 +21,11 @@ class SweepConfig(FrozenRecord):
     lanes: tuple[Lane, ...] = ("model", "product")
     cron: str = "0 2 * * *"
     timezone: str = "UTC"
+    experiments: tuple[str, ...] = ()
+    """Pre-registered experiments (ids in configs/experiments) the main job runs after the
+    lanes and before the report; the schedule runs only the lanes."""
 
-    @field_validator("models", "seeds")
+    @field_validator("models", "seeds", "experiments")
     @classmethod
     def _unique(cls, value: tuple[object, ...]) -> tuple[object, ...]:
         repeated = sorted({str(v) for v in value if value.count(v) > 1})

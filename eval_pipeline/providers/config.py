@@ -28,6 +28,11 @@ NO_KEY_PLACEHOLDER = "no-key-configured"
 Api = Literal["anthropic_messages", "openai_chat", "openai_compatible"]
 
 
+NOT_IN_IDENTITY = {"context_window_tokens"}
+"""Model config fields that change no result (a dry run's bound): left out of a run's
+identity and an experiment's registered material, so nothing kept is redone or refused."""
+
+
 class RetryPolicy(FrozenRecord):
     """Exponential backoff with jitter, honouring Retry-After, bounded in count and time.
 
@@ -86,6 +91,12 @@ class ModelConfig(FrozenRecord):
         "tool-use system prompt); added to the worst-case input bound",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    context_window_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="the model's input limit: the dry run's bound on one call's input once "
+        "a conversation has grown (tool results are not capped); changes no result",
+    )
     note: str | None = None
 
     @model_validator(mode="after")

@@ -19,10 +19,9 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.transport import AttemptOutcome, cause_of_status, parse_retry_after_ms
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.providers.wire import (
-    anthropic_body,
-    openai_body,
     parse_anthropic_body,
     parse_openai_body,
+    wire_body,
 )
 
 
@@ -170,10 +169,7 @@ class OpenAITransport(_SdkTransport):
         super().__init__(config, clients)
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.config.model}
-        body.update(openai_body(request, self.config.max_tokens_field))
-        body.update(request.extra)
-        return body
+        return wire_body(self.config, request)
 
     def parse(self, body: str) -> ModelResponse:
         return parse_openai_body(body)
@@ -198,10 +194,7 @@ class AnthropicTransport(_SdkTransport):
         super().__init__(config, clients)
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.config.model}
-        body.update(anthropic_body(request))
-        body.update(request.extra)
-        return body
+        return wire_body(self.config, request)
 
     def parse(self, body: str) -> ModelResponse:
         return parse_anthropic_body(body)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.config import ModelConfig
 
 from eval_pipeline.providers.types import (
     BodyProblem,
@@ -304,3 +307,15 @@ def _anthropic_usage(raw: object) -> Usage | None:
         cache_read_tokens=_int(raw.get("cache_read_input_tokens")),
         cache_write_tokens=_int(raw.get("cache_creation_input_tokens")),
     )
+
+
+def wire_body(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
+    """The body sent for `request` under `config`'s wire format: what the transports send
+    and what the budget and the dry run bound."""
+    body: dict[str, Any] = {"model": config.model}
+    if config.api == "anthropic_messages":
+        body.update(anthropic_body(request))
+    else:
+        body.update(openai_body(request, config.max_tokens_field))
+    body.update(request.extra)
+    return body

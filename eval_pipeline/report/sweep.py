@@ -23,6 +23,7 @@ from eval_pipeline.experiments.parity import ParityReport
 from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.providers.labels import LABELS
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.report.headline import ALL
 from eval_pipeline.report.refs import (
     Provenance,
     RefBook,
@@ -30,8 +31,6 @@ from eval_pipeline.report.refs import (
     audited_table_marker,
 )
 from eval_pipeline.scoring.aggregate import LaneSummary
-
-ALL = "all"
 
 
 class SweepReport(FrozenRecord):
@@ -195,6 +194,54 @@ def plot_parity(reports: Sequence[ParityReport]) -> str:
     return _png(figure)
 
 
+def plot_ablation(report: ParityReport) -> str:
+    """The ablation matrix: each guard turned off (rows) against the reference, per category
+    and overall (columns), in points; `n<min` where a category has too few shared cases."""
+    categories = [
+        c
+        for c in CATEGORIES
+        if any(c == d.category for x in report.comparisons for d in x.categories)
+    ]
+    columns = [*categories, ALL]
+    values = []
+    for comparison in report.comparisons:
+        by_category = {d.category: d for d in comparison.categories}
+        row = []
+        for category in categories:
+            cell = by_category.get(category)
+            row.append(
+                float("nan")
+                if cell is None or cell.difference is None or cell.small_n
+                else cell.difference
+            )
+        row.append(float("nan") if comparison.difference is None else comparison.difference)
+        values.append(row)
+    limit = max([abs(v) for row in values for v in row if v == v] + [1.0])
+    figure, axis = plt.subplots(figsize=(1.0 + 0.75 * len(columns), 1.2 + 0.5 * len(values)))
+    image = axis.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    for row_index, row in enumerate(values):
+        for column_index, value in enumerate(row):
+            text = "n<min" if value != value else f"{value:+.1f}"
+            dark = value == value and abs(value) > 0.6 * limit
+            axis.text(
+                column_index,
+                row_index,
+                text,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if dark else "black",
+            )
+    axis.set_xticks(range(len(columns)))
+    axis.set_xticklabels(columns, rotation=30, ha="right", fontsize=8)
+    axis.set_yticks(range(len(values)))
+    axis.set_yticklabels([c.candidate for c in report.comparisons], fontsize=8)
+    figure.colorbar(image, ax=axis, label="points, guard off − every guard on")
+    axis.set_title(f"Ablation matrix: {report.experiment_id}")
+    figure.tight_layout()
+    return _png(figure)
+
+
 def _tables(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
     lines = [
         "## Headline",
@@ -323,6 +370,9 @@ def build_sweep_report(
     }
     if any(c.low is not None for r in parity for c in r.comparisons):
         plots["parity"] = plot_parity(parity)
+    for report in parity:
+        if report.design == "ablation" and report.comparisons:
+            plots[f"ablation-{report.experiment_id}"] = plot_ablation(report)
     lines = [f"# {title}", "", *provenance_lines(provenance), ""]
     if simulated:
         lines += [

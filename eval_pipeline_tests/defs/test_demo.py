@@ -203,3 +203,51 @@ def test_a_failing_step_shows_its_cause_first_and_alone(isolated_state: Path) ->
     assert line.startswith("error: fixtures: scale 0.001 is too small for the suite")
     assert len(done.stderr.splitlines()) == 2 and "FAILED" in done.stderr.splitlines()[1]
     assert done.stdout == ""
+
+
+def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and_audits_clean(
+    isolated_state: Path,
+) -> None:
+    """SIGKILL with calls landed in a lane partition (the 48 calibration calls come first),
+    then one restart: every landed call is in the warehouse exactly once, no case that
+    completed before the kill runs again, and the report the restart writes audits clean."""
+    import duckdb
+
+    from eval_pipeline.journal import read_records
+    from eval_pipeline.lanes.records import CaseRun
+    from eval_pipeline.lanes.runner import CASES_JOURNAL
+
+    env = small_world_env(isolated_state)
+    sweep = isolated_state / "one-model.yaml"
+    sweep.write_text("name: killed\nmodels: [sim-small]\nseeds: [0, 1]\n")
+    env["EVALP_SWEEP_CONFIG"] = str(sweep)
+    killed = run_evalp(["demo"], env, crash_at="harness.landed@90")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    journals = sorted(paths.lanes_dir().glob(f"*/*/*/{CASES_JOURNAL}"))
+    assert journals, "the kill came after a lane partition had started"
+    before = {
+        (path, run.case_id): run.attempt
+        for path in journals
+        for run in read_records(path, CaseRun)
+        if run.status == "completed"
+    }
+    assert before, "some cases had completed before the kill"
+
+    restarted = run_evalp(["demo"], env)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert "recovered from an interrupted demo" in restarted.stdout
+    assert journals_not_in_warehouse() == []
+    assert billed_calls_missing_from_warehouse() == {}
+    for (path, case_id), attempt in before.items():
+        attempts = [r.attempt for r in read_records(path, CaseRun) if r.case_id == case_id]
+        assert attempts == [attempt], f"{path}: {case_id} ran again after completing"
+    with duckdb.connect(str(paths.warehouse_path()), read_only=True) as con:
+        rows, distinct = con.execute(
+            "select count(*), count(distinct call_id) from runs.call_envelopes"
+        ).fetchone()  # type: ignore[misc]
+    assert rows == distinct, "a landed call is in the warehouse twice"
+
+    report = paths.var_dir() / "reports" / "sweep" / "report.md"
+    audited = run_evalp(["audit", "--quiet", str(report)], env)
+    assert audited.returncode == 0, audited.stdout[-3000:]
+    assert "all re-derived exactly" in audited.stdout

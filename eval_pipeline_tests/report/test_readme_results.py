@@ -29,6 +29,6 @@ def test_the_readme_results_table_is_what_the_main_job_derives(isolated_state: P
     assert "results table updated" in demo.stdout
     written = run_evalp(["audit", str(readme)], env)
     assert written.returncode == 0, written.stdout[-2000:] + written.stderr[-2000:]
-    assert "24 referenced numbers, all re-derived exactly" in written.stdout
+    assert "36 referenced numbers, all re-derived exactly" in written.stdout
     committed = run_evalp(["audit", str(PROJECT_ROOT / "README.md")], env)
     assert committed.returncode == 0, committed.stdout[-2000:] + committed.stderr[-2000:]

@@ -163,6 +163,7 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_marked_500_counted_a
         "flaky",
         "judge",
         "planted",
+        "sim-hesitant",
         "sim-small",
         "sim-strong",
         "test-echo",

@@ -29,6 +29,13 @@ its options (``"sim-small"`` section; ``"sim-small:<variant>"`` sections define 
 - ``obey_injection_rate`` (per conversation): after reading a clause carrying a planted
   instruction, submits the payout batch it demands and quotes its authorization code.
 
+``sim-hesitant`` is sim-small with other default rates: it knows everything sim-strong knows
+and never guesses, cuts or obeys a planted clause, but it stalls at half of its tool steps
+and mangles a third of its calls. Alone (the model lane: its first action) it looks like
+the weakest agent; through a product that nudges and repairs it scores like sim-strong. It
+is there to show a reader that a model-only leaderboard and a product lane can rank the same
+models differently, and (in the guard ablation) which guards carry it.
+
 Every draw is deterministic in (server seed, replicate seed, the question's text, the fault,
 the plan step): the same seed gives the same faults in either wire format, on any server;
 another seed gives others. A draw is tied to the plan's step rather than to the request
@@ -244,12 +251,20 @@ class SimStrong:
         return agent_reply(request, None)
 
 
+HESITANT_RATES = SimSmallOptions(
+    stall_rate=0.3, mangle_rate=0.4, truncate_rate=0.0, guess_rate=0.0, obey_injection_rate=0.0
+)
+"""sim-hesitant's defaults: sim-strong's judgement with sim-small's two healable faults."""
+
+
 @register_profile("sim-small")
 class SimSmall:
     """The ``sim-small`` profile; variants are the ``"sim-small:<variant>"`` option sections."""
 
+    defaults: SimSmallOptions | None = None
+
     def __init__(self, setup: ProfileSetup) -> None:
-        self.base = parse_options(SimSmallOptions, setup.name, setup.options)
+        self.base = parse_options(SimSmallOptions, setup.name, setup.options, self.defaults)
         self.variants = {
             variant: parse_options(SimSmallOptions, f"{setup.name}:{variant}", section, self.base)
             for variant, section in setup.variant_options.items()
@@ -261,3 +276,11 @@ class SimSmall:
     def respond(self, request: SimRequest) -> Reply:
         options = self.base if request.variant is None else self.variants[request.variant]
         return agent_reply(request, options)
+
+
+@register_profile("sim-hesitant")
+class SimHesitant(SimSmall):
+    """The ``sim-hesitant`` profile: sim-small's faults at :data:`HESITANT_RATES` (its options
+    and variants override them as sim-small's do)."""
+
+    defaults = HESITANT_RATES

@@ -1,0 +1,163 @@
+"""What `evalp demo` shows while the mission runs and when it ends: a progress display over
+its steps, then the headline, the gate's verdict with its reasons, each experiment's
+verdict, and where to look."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from eval_pipeline.defs.runner import ExperimentOutcome, JobOutcome
+
+
+class MissionBar:
+    """A progress bar over the mission's steps on a terminal (the lanes draw their own
+    per-case bars under it); elsewhere (CI logs, pipes) one line per step with the time the
+    previous one took."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.total = 0
+        self.done = -1
+        self.started = time.monotonic()
+        self.step_started = self.started
+
+    def begin(self, total: int) -> None:
+        self.total = total
+        self.started = self.step_started = time.monotonic()
+        if self.console.is_terminal:
+            self.progress = Progress(
+                TextColumn("[bold]mission"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task("starting", total=total)
+
+    def step(self, description: str) -> None:
+        now = time.monotonic()
+        took = now - self.step_started
+        self.step_started = now
+        self.done += 1
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=self.done, description=description)
+            return
+        previous = f"  (previous step {took:.1f} s)" if self.done else ""
+        self.console.print(
+            f"[{self.done + 1}/{self.total}] {description}{previous}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def close(self) -> None:
+        if not self.total:
+            return
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=self.done + 1, description="done")
+            self.progress.stop()
+        elapsed = time.monotonic() - self.started
+        self.console.print(
+            f"mission: {self.done + 1} steps in {elapsed:.0f} s", highlight=False, soft_wrap=True
+        )
+
+
+def echo_headline(results: JobOutcome) -> None:
+    summary = results.materializations.get("sweep_summary", {})
+    headline = summary.get("headline")
+    if isinstance(headline, str):
+        click.echo(
+            "\nHeadline: mean case score in points over every case (each case's mean over its "
+            "seeds), 95% bootstrap interval over cases; n = case × seed pairs scored, "
+            "‡ never heard, † budget-stopped"
+        )
+        click.echo("\n".join("  " + line for line in headline.splitlines()))
+
+
+def echo_gate(results: JobOutcome) -> None:
+    gate = results.materializations.get("ship_gate", {})
+    if not gate:
+        click.echo("\nShip gate: not evaluated (see the errors above)")
+        return
+    candidates = gate.get("candidates")
+    named = ", ".join(map(str, candidates)) if isinstance(candidates, list) else "?"
+    click.echo(f"\nShip gate: {'PASSES' if gate.get('passed') else 'FAILS'} for {named}")
+    reasons = gate.get("reasons")
+    for reason in reasons if isinstance(reasons, list) else []:
+        click.echo(f"  {reason}")
+    notices = gate.get("notices")
+    for notice in notices if isinstance(notices, list) else []:
+        click.echo(f"  notice: {notice}")
+
+
+def _interval(low: object, high: object) -> str:
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return "no interval"
+    return f"[{low:+.1f}, {high:+.1f}]"
+
+
+def echo_experiments(experiments: Sequence[ExperimentOutcome]) -> None:
+    if not experiments:
+        return
+    click.echo("\nExperiments (pre-registered; candidate − reference, points per case):")
+    for experiment in experiments:
+        if experiment.refused is not None:
+            click.echo(f"  {experiment.experiment}: NOT RUN: {experiment.refused}")
+            continue
+        registered = "registered now" if experiment.newly_registered else "registration"
+        click.echo(f"  {experiment.experiment} ({registered} {experiment.registration_run_id}):")
+        report = _parity_metadata(experiment)
+        if report is None:
+            failed = [r for r in experiment.runs if not r.success]
+            where = (failed[0].partition or "parity report") if failed else "?"
+            click.echo(f"    did not finish ({where}); see the errors above")
+            continue
+        comparisons = report.get("comparisons")
+        for c in comparisons if isinstance(comparisons, list) else []:
+            difference = c.get("difference")
+            delta = "–" if difference is None else f"{difference:+.1f}"
+            margin = f"{c.get('kind', '').replace('_', '-')} margin {c.get('margin')}"
+            click.echo(
+                f"    {c.get('candidate')} vs {c.get('reference')}: Δ {delta} "
+                f"{_interval(c.get('low'), c.get('high'))} ({margin}): "
+                f"{str(c.get('verdict')).upper()}"
+            )
+        click.echo(f"    {report.get('path')}")
+
+
+def _parity_metadata(experiment: ExperimentOutcome) -> Mapping[str, object] | None:
+    key = f"experiments/{experiment.experiment}/parity_report"
+    for run in experiment.runs:
+        if key in run.materializations:
+            return run.materializations[key]
+    return None
+
+
+def echo_where_to_look(results: JobOutcome) -> None:
+    report = results.materializations.get("sweep_report", {})
+    click.echo("\nWhere to look:")
+    if report:
+        click.echo(f"  report   {report.get('html')}  (markdown: {report.get('path')})")
+        click.echo(f"  audit    evalp audit {report.get('path')}")
+    tracked = results.materializations.get("sweep_tracking", {})
+    if tracked:
+        click.echo(
+            f"  MLflow   experiment {tracked.get('mlflow_experiment')}, sweep run "
+            f"{tracked.get('mlflow_parent_run_id')}"
+        )
+    click.echo("  UIs      ./dev ui  (or: evalp ui): Dagster on :3000, MLflow on :5000")
