@@ -219,7 +219,7 @@ def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and
 
     env = small_world_env(isolated_state)
     sweep = isolated_state / "one-model.yaml"
-    sweep.write_text("name: killed\nmodels: [sim-small]\nseeds: [0, 1]\n")
+    sweep.write_text("name: killed\nmodels: [sim-strong]\nseeds: [0]\n")  # the gate candidate
     env["EVALP_SWEEP_CONFIG"] = str(sweep)
     killed = run_evalp(["demo"], env, crash_at="harness.landed@90")
     assert killed.returncode == -9, killed.stderr[-2000:]
@@ -242,10 +242,18 @@ def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and
         attempts = [r.attempt for r in read_records(path, CaseRun) if r.case_id == case_id]
         assert attempts == [attempt], f"{path}: {case_id} ran again after completing"
     with duckdb.connect(str(paths.warehouse_path()), read_only=True) as con:
-        rows, distinct = con.execute(
-            "select count(*), count(distinct call_id) from runs.call_envelopes"
-        ).fetchone()  # type: ignore[misc]
-    assert rows == distinct, "a landed call is in the warehouse twice"
+        twice = con.execute(
+            "select run_id, call_id, count(*) from runs.call_envelopes where final "
+            "group by run_id, call_id having count(*) > 1"
+        ).fetchall()
+        responses = con.execute(
+            "select json_extract_string(response_json, '$.response_id') as id, count(*) "
+            "from runs.call_envelopes where final and response_json is not null and "
+            "json_extract_string(response_json, '$.response_id') is not null "
+            "group by id having count(*) > 1"
+        ).fetchall()
+    assert twice == [], "a landed call has two final envelopes"
+    assert responses == [], "one provider response is recorded as two calls"
 
     report = paths.var_dir() / "reports" / "sweep" / "report.md"
     audited = run_evalp(["audit", "--quiet", str(report)], env)
