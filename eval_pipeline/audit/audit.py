@@ -11,7 +11,10 @@ For a report or the README (anything with an `evalp:references` block), the audi
 - re-scores every referenced partition from its stored case runs, traces and judge
   verdicts (no model call; a reply the judge never ruled on is ‡), checks that every call
   of those case runs has its envelope, and re-aggregates: the printed text must come out
-  exactly.
+  exactly;
+- for each experiment number, checks the spec still hashes to the registration the number
+  names and that MLflow holds it, re-scores every arm from its stored runs, traces and kept
+  verdicts, checks the arms' call envelopes, and recomputes the comparison.
 """
 
 from __future__ import annotations
@@ -28,8 +31,11 @@ from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
 from eval_pipeline.providers.warehouse import TABLE as ENVELOPES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import (
+    ExperimentNumberRef,
     NumberRef,
     References,
+    chain,
+    format_comparison,
     format_statistic,
     linked_numbers,
     read_references,
@@ -160,7 +166,10 @@ def audit_document(
     if references is None:
         raise AuditError("no evalp:references block: this document carries no referenced numbers")
     problems: list[str] = []
-    by_ref = {number.ref: number for number in references.numbers}
+    by_ref: dict[str, NumberRef | ExperimentNumberRef] = {
+        number.ref: number for number in references.numbers
+    }
+    by_ref.update({number.ref: number for number in references.experiment_numbers})
     linked = linked_numbers(text)
     for printed, ref in linked:
         if ref not in by_ref:
@@ -208,14 +217,20 @@ def audit_document(
                 if summary is not None and any(r.category == number.category for r in summary.rows):
                     value = format_statistic(summary.row(number.category), number.statistic)
                 derived[number.ref] = value
-                chains[number.ref] = (
-                    f"{references.provenance.asset_key} @ Dagster run {run_id} → MLflow run "
-                    f"{mlflow_run} → partitions {lane}/{model}/"
-                    f"{','.join(map(str, seeds))} (settings {','.join(sorted(hashes))}) → "
-                    f"{len(set(calls))} call envelopes → fixture {references.provenance.fixture_id}"
-                    f", world {references.provenance.world_fingerprint[:12]}, commit "
-                    f"{references.provenance.commit[:12]}"
+                chains[number.ref] = chain(
+                    references.provenance,
+                    dagster_run=str(run_id),
+                    mlflow_run=None if mlflow_run is None else str(mlflow_run),
+                    lane=lane,
+                    model=model,
+                    seeds=seeds,
+                    settings_hashes=tuple(hashes),
+                    envelopes=len(set(calls)),
                 )
+    if fixture_set is not None and references.experiment_numbers:
+        _derive_experiments(
+            references, fixture_set, mlflow, str(run_id), derived, chains, problems, progress
+        )
     audited: list[AuditedNumber] = []
     for printed, ref in linked:
         recorded = by_ref.get(ref)
@@ -234,6 +249,91 @@ def audit_document(
     unprinted = sorted(set(by_ref) - {ref for _, ref in linked})
     problems += [f"reference {ref} is not printed in the document" for ref in unprinted]
     return AuditResult(numbers=tuple(audited), problems=tuple(problems))
+
+
+def _derive_experiments(
+    references: References,
+    fixture_set: FixtureSet,
+    mlflow: MlflowClient | None,
+    dagster_run: str,
+    derived: dict[str, str | None],
+    chains: dict[str, str],
+    problems: list[str],
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Each experiment's numbers recomputed from its arms' stored records (no call)."""
+    from eval_pipeline.experiments.arms import rescore_arm
+    from eval_pipeline.experiments.parity import parity_report
+    from eval_pipeline.experiments.registry import find_registration
+    from eval_pipeline.experiments.spec import load_spec, resolve
+    from eval_pipeline.scoring.gate import load_gate_config
+
+    groups: dict[str, list[ExperimentNumberRef]] = defaultdict(list)
+    for number in references.experiment_numbers:
+        groups[number.experiment_id].append(number)
+    provenance = references.provenance
+    for experiment, numbers in groups.items():
+        spec_hash = numbers[0].spec_hash
+        try:
+            spec = load_spec(experiment)
+            material, configs, judge = resolve(spec)
+        except EvalPipelineError as error:
+            problems.append(f"experiment {experiment}: its spec cannot be read: {error}")
+            continue
+        if material.digest() != spec_hash:
+            problems.append(
+                f"experiment {experiment}: the spec now hashes to {material.digest()[:12]}, "
+                f"the document's numbers were registered under {spec_hash[:12]}"
+            )
+            continue
+        registration = find_registration(mlflow, experiment) if mlflow is not None else None
+        if registration is None or registration.spec_hash != spec_hash:
+            problems.append(
+                f"experiment {experiment}: no registration {spec_hash[:12]} in the MLflow store"
+            )
+        if spec.fixture_id != fixture_set.fixture_id:
+            problems.append(
+                f"experiment {experiment}: registered on fixture set {spec.fixture_id}, the "
+                f"document's numbers are on {fixture_set.fixture_id}"
+            )
+            continue
+        scores: dict[str, list[CaseScore]] = {}
+        calls: list[str] = []
+        for arm in spec.arms():
+            if progress:
+                progress(f"re-scoring experiment {experiment} arm {arm}")
+            stored = rescore_arm(spec, arm, fixture_set=fixture_set, configs=configs, judge=judge)
+            if not stored.scores:
+                problems.append(f"experiment {experiment}: arm {arm} has no stored runs")
+            if stored.calls_missing:
+                problems.append(
+                    f"experiment {experiment}: arm {arm}: {stored.calls_missing} of "
+                    f"{stored.calls} call envelopes behind its cases are missing"
+                )
+            scores[arm] = list(stored.scores)
+            calls.append(f"{arm} {stored.calls}")
+        report = parity_report(
+            spec,
+            spec_hash,
+            scores,
+            load_gate_config(),
+            {name: configs[name].provider for name in spec.models()},
+        )
+        comparisons = {c.candidate: c for c in report.comparisons}
+        held = "none" if registration is None else registration.run_id
+        for number in numbers:
+            comparison = comparisons.get(number.candidate)
+            derived[number.ref] = (
+                None
+                if comparison is None
+                else format_comparison(report, comparison, number.statistic)
+            )
+            chains[number.ref] = (
+                f"{provenance.asset_key} @ Dagster run {dagster_run} → experiment {experiment} "
+                f"(registration run {held}, spec {spec_hash[:12]}) → arms, call envelopes: "
+                f"{', '.join(calls)} → fixture {provenance.fixture_id}, world "
+                f"{provenance.world_fingerprint[:12]}, commit {provenance.commit[:12]}"
+            )
 
 
 def audit_against_project(text: str) -> AuditResult:

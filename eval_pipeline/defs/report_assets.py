@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 from pydantic import ValidationError
 
 from eval_pipeline import paths, stages
@@ -23,7 +24,7 @@ from eval_pipeline.experiments.parity import ParityReport
 from eval_pipeline.experiments.spec import scan_specs
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.store import read_identities
-from eval_pipeline.report.refs import Provenance, RefBook
+from eval_pipeline.report.refs import Provenance, RefBook, chain
 from eval_pipeline.report.sweep import build_sweep_report, headline_table
 from eval_pipeline.scoring.aggregate import summarize_scores
 from eval_pipeline.scoring.store import read_scores
@@ -53,6 +54,22 @@ def parity_reports_for(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
         if report.fixture_id == fixture_id:
             found.append(report)
     return found, unreadable
+
+
+def envelope_counts(
+    conn: duckdb.DuckDBPyConnection, hashes: dict[tuple[str, str], tuple[str, ...]]
+) -> dict[tuple[str, str], int]:
+    """Distinct calls behind each (lane, model)'s case runs under the report's settings."""
+    counts: dict[tuple[str, str], int] = {}
+    for (lane, model), settings in hashes.items():
+        row = conn.execute(
+            "SELECT count(DISTINCT call_id) FROM (SELECT unnest(from_json(call_ids, "
+            "'[\"VARCHAR\"]')) AS call_id FROM runs.case_outcomes WHERE lane = ? AND model = ? "
+            "AND list_contains(?, settings_hash))",
+            [lane, model, list(settings)],
+        ).fetchone()
+        counts[(lane, model)] = int(row[0]) if row else 0
+    return counts
 
 
 @dg.asset(
@@ -117,6 +134,27 @@ def sweep_report_asset(
         for h in key
         if h in identities
     )
+    with warehouse.connection() as conn:
+        envelopes = envelope_counts(conn, hashes)
+    lineage = [
+        "Behind every number of this report, outermost first (`evalp audit` re-derives "
+        "each number along the same chain):",
+        "",
+        *(
+            "- "
+            + chain(
+                provenance(context.run.run_id),
+                dagster_run=context.run.run_id,
+                mlflow_run=mlflow_run,
+                lane=s.lane,
+                model=s.model,
+                seeds=s.seeds,
+                settings_hashes=hashes[(s.lane, s.model)],
+                envelopes=envelopes.get((s.lane, s.model), 0),
+            )
+            for s in summaries
+        ),
+    ]
     parity, unreadable = parity_reports_for(fixture_set.fixture_id)
     for line in unreadable:
         context.log.warning(line)
@@ -164,6 +202,7 @@ def sweep_report_asset(
             "experiment_reports_not_shown": dg.MetadataValue.json(unreadable),
             "plots": dg.MetadataValue.json(sorted(report.plots)),
             "headline": dg.MetadataValue.md("\n".join(headline_table(summaries, RefBook(hashes)))),
+            "lineage": dg.MetadataValue.md("\n".join(lineage)),
             "provenance": dg.MetadataValue.json(
                 json.loads(report.references.provenance.model_dump_json())
             ),

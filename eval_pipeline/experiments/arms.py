@@ -19,9 +19,10 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.sessions import SIMULATED, session_for
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.isolated import run_and_score
+from eval_pipeline.scoring.isolated import rescore_stored_configuration, run_and_score
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore
 
@@ -115,3 +116,43 @@ def read_arm_result(experiment: str, arm: str, root: Path | None = None) -> ArmR
     if not path.exists():
         return None
     return ArmResult.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+class StoredArm(FrozenRecord):
+    """An arm re-derived from what it stored: its cases re-scored from their runs, traces
+    and kept verdicts, and how many of the calls behind them have no envelope."""
+
+    scores: tuple[CaseScore, ...]
+    calls: int
+    calls_missing: int
+
+
+def rescore_arm(
+    spec: ExperimentSpec,
+    arm: str,
+    *,
+    fixture_set: FixtureSet,
+    configs: dict[str, ModelConfig],
+    judge: Judge,
+    root: Path | None = None,
+) -> StoredArm:
+    """One arm's case scores from its stored records alone (no call): what `evalp audit`
+    compares with the arm's result and re-derives the parity numbers from."""
+    settings = spec.arms()[arm]
+    folder = (root or experiment_root(spec.id)) / arm
+    config = arm_config(settings, configs)
+    lane = LaneSettings(lane=settings.lane, guards=settings.guards)
+    scored = rescore_stored_configuration(
+        (arm, config, lane), seeds=settings.seeds, fixture_set=fixture_set, root=folder, judge=judge
+    )
+    calls = {call for _, run in scored for call in run.call_ids}
+    landed = {
+        envelope.call_id
+        for journal in sorted(folder.glob("calls/*/envelopes.jsonl"))
+        for envelope in read_journal(journal)
+    }
+    return StoredArm(
+        scores=tuple(sorted((score for score, _ in scored), key=lambda s: (s.case_id, s.seed))),
+        calls=len(calls),
+        calls_missing=len(calls - landed),
+    )

@@ -14,14 +14,28 @@ import json
 import re
 from typing import Literal
 
+from eval_pipeline.experiments.parity import Comparison, ParityReport
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import CategoryRow, LaneSummary
 
 Statistic = Literal["mean", "low", "high", "n", "infra", "budget"]
+ExperimentStatistic = Literal[
+    "difference", "low", "high", "shared", "unheard_reference", "unheard_candidate"
+]
+EXPERIMENT_STATISTICS: tuple[ExperimentStatistic, ...] = (
+    "difference",
+    "low",
+    "high",
+    "shared",
+    "unheard_reference",
+    "unheard_candidate",
+)
 STATISTICS: tuple[Statistic, ...] = ("mean", "low", "high", "n", "infra", "budget")
 BLOCK_START = "<!-- evalp:references "
 BLOCK_END = " -->"
-NUMBER_LINK = re.compile(r"\[(?P<text>[-+]?\d[\d,]*(?:\.\d+)?%?)\]\(#(?P<ref>r-[A-Za-z0-9._-]+)\)")
+NUMBER_LINK = re.compile(
+    r"\[(?P<text>[-+]?\d[\d,]*(?:\.\d+)?%?)\]\(#(?P<ref>[rx]-[A-Za-z0-9._-]+)\)"
+)
 BLOCK = re.compile(re.escape(BLOCK_START) + r"(?P<json>\{.*?\})" + re.escape(BLOCK_END), re.DOTALL)
 
 
@@ -53,9 +67,23 @@ class NumberRef(FrozenRecord):
     settings_hashes: tuple[str, ...]
 
 
+class ExperimentNumberRef(FrozenRecord):
+    """A number of a pre-registered experiment's comparison, re-derived by the audit from
+    the arms' stored runs under the registration `spec_hash` names."""
+
+    ref: str
+    text: str
+    experiment_id: str
+    spec_hash: str
+    reference: str
+    candidate: str
+    statistic: ExperimentStatistic
+
+
 class References(FrozenRecord):
     provenance: Provenance
     numbers: tuple[NumberRef, ...]
+    experiment_numbers: tuple[ExperimentNumberRef, ...] = ()
 
     def block(self) -> str:
         return BLOCK_START + self.model_dump_json() + BLOCK_END
@@ -76,6 +104,23 @@ def format_statistic(row: CategoryRow, statistic: Statistic) -> str | None:
     return str(value) if isinstance(value, int) else f"{value:.1f}"
 
 
+def format_comparison(
+    report: ParityReport, comparison: Comparison, statistic: ExperimentStatistic
+) -> str | None:
+    """How each experiment statistic is printed (the audit compares these strings)."""
+    if statistic in ("difference", "low", "high"):
+        value = getattr(comparison, statistic)
+        return None if value is None else f"{value:+.1f}"
+    if statistic == "shared":
+        return str(comparison.shared_cases)
+    arm = comparison.reference if statistic == "unheard_reference" else comparison.candidate
+    return str(next(a.infra_errors for a in report.arms if a.arm == arm))
+
+
+def experiment_ref_id(experiment: str, candidate: str, statistic: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"x-{experiment}-{candidate}-{statistic}")
+
+
 def ref_id(lane: str, model: str, category: str, statistic: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"r-{lane}-{model}-{category}-{statistic}")
 
@@ -86,6 +131,26 @@ class RefBook:
     def __init__(self, settings_hashes: dict[tuple[str, str], tuple[str, ...]]) -> None:
         self._hashes = settings_hashes
         self.numbers: dict[str, NumberRef] = {}
+        self.experiment_numbers: dict[str, ExperimentNumberRef] = {}
+
+    def experiment_number(
+        self, report: ParityReport, comparison: Comparison, statistic: ExperimentStatistic
+    ) -> str:
+        """An experiment's statistic as a linked number, or an en dash without a value."""
+        text = format_comparison(report, comparison, statistic)
+        if text is None:
+            return "–"
+        ref = experiment_ref_id(report.experiment_id, comparison.candidate, statistic)
+        self.experiment_numbers[ref] = ExperimentNumberRef(
+            ref=ref,
+            text=text,
+            experiment_id=report.experiment_id,
+            spec_hash=report.spec_hash,
+            reference=comparison.reference,
+            candidate=comparison.candidate,
+            statistic=statistic,
+        )
+        return f"[{text}](#{ref})"
 
     def number(self, summary: LaneSummary, category: str, statistic: Statistic) -> str:
         """The statistic as a linked number, or an en dash when it has no value."""
@@ -106,7 +171,34 @@ class RefBook:
         return f"[{text}](#{ref})"
 
     def references(self, provenance: Provenance) -> References:
-        return References(provenance=provenance, numbers=tuple(self.numbers.values()))
+        return References(
+            provenance=provenance,
+            numbers=tuple(self.numbers.values()),
+            experiment_numbers=tuple(self.experiment_numbers.values()),
+        )
+
+
+def chain(
+    provenance: Provenance,
+    *,
+    dagster_run: str,
+    mlflow_run: str | None,
+    lane: str,
+    model: str,
+    seeds: tuple[int, ...],
+    settings_hashes: tuple[str, ...],
+    envelopes: int,
+) -> str:
+    """What stands behind a (lane, model)'s numbers, outermost first: the asset's
+    materialization, the MLflow run, the partitions, the call envelopes, and the fixture
+    set, world and commit (what `evalp audit` prints and the report's lineage shows)."""
+    return (
+        f"{provenance.asset_key} @ Dagster run {dagster_run} → MLflow run {mlflow_run} → "
+        f"partitions {lane}/{model}/{','.join(map(str, seeds))} (settings "
+        f"{','.join(sorted(settings_hashes))}) → {envelopes} call envelopes → fixture "
+        f"{provenance.fixture_id}, world {provenance.world_fingerprint[:12]}, commit "
+        f"{provenance.commit[:12]}"
+    )
 
 
 def read_references(text: str) -> References | None:

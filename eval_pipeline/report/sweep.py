@@ -25,6 +25,7 @@ from eval_pipeline.providers.labels import LABELS
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.headline import ALL
 from eval_pipeline.report.refs import (
+    EXPERIMENT_STATISTICS,
     Provenance,
     RefBook,
     References,
@@ -314,26 +315,31 @@ def headline_table(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]
     return lines
 
 
-def _parity_section(reports: Sequence[ParityReport]) -> list[str]:
+def experiments_table(reports: Sequence[ParityReport], book: RefBook) -> list[str]:
     if not reports:
         return []
     lines = [
         "## Experiments",
         "",
-        "Registered before any result; full reports under `var/reports/experiments/`.",
+        "Registered before any result; full reports under `var/reports/experiments/`. Δ is "
+        "the mean per-case difference in points (candidate − reference) over the cases both "
+        "arms scored (n), with its 95% interval; ‡ counts each arm's cases never heard, left "
+        "out of n. The verdict is the registered test's against its margin.",
         "",
-        "| experiment | comparison | kind, margin | Δ | interval | verdict | ‡ per arm |",
-        "|---|---|---|---:|---|---|---|",
+        audited_table_marker(4),
+        "| experiment | comparison | test | verdict | Δ | low | high | n | ‡ reference "
+        "| ‡ candidate |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for report in reports:
-        unheard = ", ".join(f"{a.arm} {a.infra_errors}" for a in report.arms)
+        test = f"{report.kind.replace('_', '-')}, margin {report.margin:g}"
         for c in report.comparisons:
-            delta = "–" if c.difference is None else f"{c.difference:+.1f}"
-            interval = "–" if c.low is None or c.high is None else f"[{c.low:+.1f}, {c.high:+.1f}]"
+            numbers = " | ".join(
+                book.experiment_number(report, c, statistic) for statistic in EXPERIMENT_STATISTICS
+            )
             lines.append(
-                f"| {report.experiment_id} | {c.candidate} vs {c.reference} | "
-                f"{report.kind.replace('_', '-')}, {report.margin:g} | {delta} | {interval} | "
-                f"**{c.verdict}** | {unheard} |"
+                f"| {report.experiment_id} | {c.candidate} vs {c.reference} | {test} | "
+                f"**{c.verdict}** | {numbers} |"
             )
     return lines
 
@@ -381,7 +387,7 @@ def build_sweep_report(
             "",
         ]
     lines += _tables(summaries, book)
-    lines += ["", *_parity_section(parity)]
+    lines += ["", *experiments_table(parity, book)]
     lines += [f"Not shown: {line}" for line in not_shown]
     lines += ["", "## Plots", ""]
     for name in plots:

@@ -8,10 +8,13 @@ judge is asked once per distinct reply over every configuration.
 
 from __future__ import annotations
 
+import json
+import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.records import CaseRun, TraceEvent
@@ -27,7 +30,7 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.scoring.grading import judged_replies
 from eval_pipeline.scoring.judge import Judge, ask_judge, verdict_key
-from eval_pipeline.scoring.score import CaseScore, score_case
+from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
 
 Configuration = tuple[str, ModelConfig, LaneSettings]
 """A name (its folder), the model config and the lane settings it runs with."""
@@ -35,6 +38,61 @@ Configuration = tuple[str, ModelConfig, LaneSettings]
 
 def folder_name(name: str) -> str:
     return name.replace(" ", "_").replace(",", "")
+
+
+VERDICTS_FILE = "judge_verdicts.json"
+"""The judge's verdicts on a root's replies, kept so that a re-score asks no one."""
+
+
+def _stored_runs(
+    root: Path, name: str, config: ModelConfig, settings: LaneSettings, seed: int, fixture_id: str
+) -> list[tuple[CaseRun, list[TraceEvent]]]:
+    """The latest run of each case in one configuration's partition, with its trace."""
+    folder = partition_dir(settings.lane, config.name, seed, root / folder_name(name))
+    latest = latest_runs(folder, settings.identity(config, fixture_id))
+    events: dict[tuple[str, int], list[TraceEvent]] = defaultdict(list)
+    for event in read_records(folder / TRACES_JOURNAL, TraceEvent):
+        events[(event.case_id, event.attempt)].append(event)
+    return [(run, events.get((run.case_id, run.attempt), [])) for run in latest.values()]
+
+
+def read_verdicts(root: Path) -> dict[str, JudgeVerdict]:
+    path = root / VERDICTS_FILE
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return {key: JudgeVerdict.model_validate(value) for key, value in raw.items()}
+
+
+def _write_verdicts(root: Path, verdicts: Mapping[str, JudgeVerdict]) -> None:
+    merged = {**read_verdicts(root), **verdicts}
+    root.mkdir(parents=True, exist_ok=True)
+    staged = root / (VERDICTS_FILE + ".partial")
+    staged.write_text(
+        json.dumps({k: v.model_dump(mode="json") for k, v in sorted(merged.items())}),
+        encoding="utf-8",
+    )
+    os.replace(staged, root / VERDICTS_FILE)
+
+
+def _scored(
+    pairs: Sequence[tuple[CaseRun, list[TraceEvent]]],
+    cases: Mapping[str, Case],
+    judge: Judge,
+    verdicts: Mapping[str, JudgeVerdict],
+) -> list[tuple[CaseScore, CaseRun]]:
+    return [
+        (
+            score_case(
+                cases[run.case_id],
+                run,
+                events,
+                verdicts.get(verdict_key(judge, cases[run.case_id], run.final_text)),
+            ),
+            run,
+        )
+        for run, events in pairs
+    ]
 
 
 async def run_and_score(
@@ -48,7 +106,8 @@ async def run_and_score(
     judge: Judge,
     judge_config: ModelConfig,
 ) -> dict[str, list[tuple[CaseScore, CaseRun]]]:
-    """Every configuration for every seed, then every case scored; by configuration name."""
+    """Every configuration for every seed, then every case scored; by configuration name.
+    The judge's verdicts are kept under `root` (`rescore_stored_configuration` reads them)."""
     cases = {case.case_id: case for case in fixture_set.cases}
     runs: dict[str, list[tuple[CaseRun, list[TraceEvent]]]] = {}
     with LabelToolbox(agent_db) as toolbox:
@@ -65,30 +124,39 @@ async def run_and_score(
                     toolbox=toolbox if settings.lane == "product" else None,
                     folder=folder,
                 )
-                identity = settings.identity(config, fixture_set.fixture_id)
-                latest = latest_runs(folder, identity)
-                events: dict[tuple[str, int], list[TraceEvent]] = defaultdict(list)
-                for event in read_records(folder / TRACES_JOURNAL, TraceEvent):
-                    events[(event.case_id, event.attempt)].append(event)
                 runs.setdefault(name, []).extend(
-                    (run, events.get((run.case_id, run.attempt), [])) for run in latest.values()
+                    _stored_runs(root, name, config, settings, seed, fixture_set.fixture_id)
                 )
     every_run = [run for pairs in runs.values() for run, _ in pairs]
     verdicts = await ask_judge(
         session, judge_config, judge, judged_replies(judge, cases, every_run)
     )
-    return {
-        name: [
-            (
-                score_case(
-                    cases[run.case_id],
-                    run,
-                    events,
-                    verdicts.get(verdict_key(judge, cases[run.case_id], run.final_text)),
-                ),
-                run,
-            )
-            for run, events in pairs
-        ]
-        for name, pairs in runs.items()
+    _write_verdicts(root, verdicts)
+    return {name: _scored(pairs, cases, judge, verdicts) for name, pairs in runs.items()}
+
+
+def rescore_stored_configuration(
+    configuration: Configuration,
+    *,
+    seeds: Sequence[int],
+    fixture_set: FixtureSet,
+    root: Path,
+    judge: Judge,
+) -> list[tuple[CaseScore, CaseRun]]:
+    """One configuration re-scored from its stored runs, traces and verdicts, calling no
+    one (the audit's path): a reply without a stored verdict is a judge error (‡)."""
+    name, config, settings = configuration
+    cases = {case.case_id: case for case in fixture_set.cases}
+    pairs = [
+        pair
+        for seed in seeds
+        for pair in _stored_runs(root, name, config, settings, seed, fixture_set.fixture_id)
+    ]
+    verdicts = read_verdicts(root)
+    wanted = judged_replies(judge, cases, [run for run, _ in pairs])
+    missing = {
+        key: JudgeVerdict(passed=None, reason="no stored verdict for this reply", failed=True)
+        for key in wanted
+        if key not in verdicts
     }
+    return _scored(pairs, cases, judge, {**verdicts, **missing})

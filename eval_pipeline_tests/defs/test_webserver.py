@@ -1,11 +1,11 @@
-"""The Dagster webserver as a person meets it, through its GraphQL API: the asset graph
-(lanes partitioned, the gate with its checks, tracking, the report, each experiment's
-assets), the nightly schedule and the model-config sensor."""
+"""The Dagster webserver as a person meets it after a demo, through its GraphQL API: the
+asset graph (lanes partitioned, the gate with its checks, tracking, the report, each
+experiment's assets), the report's lineage back to the world with the chain behind its
+numbers, the nightly schedule and the model-config sensor."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,11 +16,20 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.paths import PROJECT_ROOT
+from eval_pipeline_tests.demo_helpers import run_evalp, small_world_env
 from eval_pipeline_tests.test_ui import answers, free_port
 
 QUERY = """
 {
-  assetNodes { assetKey { path } isPartitioned hasAssetChecks groupName }
+  assetNodes {
+    assetKey { path } isPartitioned hasAssetChecks groupName dependencyKeys { path }
+  }
+  report: assetNodes(assetKeys: [{path: ["sweep_report"]}]) {
+    assetMaterializations(limit: 1) {
+      runId
+      metadataEntries { label ... on MarkdownMetadataEntry { mdStr } }
+    }
+  }
   repositoriesOrError {
     ... on RepositoryConnection { nodes { name schedules { name } sensors { name } } }
   }
@@ -29,7 +38,12 @@ QUERY = """
 
 
 @pytest.mark.slow
-def test_the_webserver_shows_the_graph_checks_schedule_and_sensor(isolated_state: Path) -> None:
+def test_the_webserver_shows_the_graph_lineage_checks_schedule_and_sensor(
+    isolated_state: Path,
+) -> None:
+    env = small_world_env(isolated_state)
+    demo = run_evalp(["demo"], env)
+    assert demo.returncode == 0, demo.stderr[-3000:]
     port = free_port()
     server = subprocess.Popen(
         [
@@ -42,7 +56,7 @@ def test_the_webserver_shows_the_graph_checks_schedule_and_sensor(isolated_state
             str(port),
         ],
         cwd=PROJECT_ROOT,
-        env=dict(os.environ),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -70,6 +84,36 @@ def test_the_webserver_shows_the_graph_checks_schedule_and_sensor(isolated_state
     for experiment in ("lanes-sim-small", "serving-path-sim-strong", "guard-ablation-sim-small"):
         assert nodes[f"experiments/{experiment}/arm_scores"]["isPartitioned"]
         assert nodes[f"experiments/{experiment}/parity_report"]["groupName"] == "experiments"
+    upstream: set[str] = set()
+    pending = ["sweep_report"]
+    while pending:
+        for parent in nodes[pending.pop()]["dependencyKeys"]:
+            key = "/".join(parent["path"])
+            if key not in upstream:
+                upstream.add(key)
+                pending.append(key)
+    assert {
+        "sweep_summary",
+        "sweep_tracking",
+        "product_lane_scores",
+        "product_lane_records",
+        "product_lane_runs",
+        "model_lane_runs",
+        "fixtures",
+        "answer_key",
+        "world",
+        "experiments/serving-path-sim-strong/parity_report",
+        "experiments/serving-path-sim-strong/arm_scores",
+    } <= upstream
+    (materialization,) = data["report"][0]["assetMaterializations"]
+    entries = {e["label"]: e.get("mdStr") for e in materialization["metadataEntries"]}
+    lineage = entries["lineage"]
+    assert lineage is not None
+    for lane in ("model", "product"):
+        for model in ("sim-strong", "sim-small"):
+            assert f"partitions {lane}/{model}/0,1,2" in lineage
+    assert f"sweep_report @ Dagster run {materialization['runId']} → MLflow run " in lineage
+    assert "call envelopes → fixture fx-" in lineage and ", world " in lineage
     (repository,) = data["repositoriesOrError"]["nodes"]
     assert [s["name"] for s in repository["schedules"]] == ["nightly_sweep"]
     assert [s["name"] for s in repository["sensors"]] == ["model_configs"]

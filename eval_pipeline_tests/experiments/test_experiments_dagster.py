@@ -184,3 +184,96 @@ def test_two_experiment_runs_at_once_share_the_stores_cleanly(
         report = report_of(name)
         assert report.experiment_id == name
         assert all(arm.cases > 100 for arm in report.arms)
+
+
+def test_experiment_numbers_audit_clean_and_tampered_arms_or_numbers_are_named(
+    at_project: tuple[Path, str],
+) -> None:
+    """The experiments table as the report prints it, audited from the arms' stored records:
+    clean as written; an edited number, deleted arm envelopes, a tampered arm trace, and a
+    spec changed since its registration are each named."""
+    from eval_pipeline.audit.audit import audit_document
+    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.report.refs import Provenance, RefBook
+    from eval_pipeline.report.sweep import experiments_table
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.scoring.score import SCORER_VERSION
+    from eval_pipeline.warehouse import connect
+
+    experiment = "serving-path-sim-strong"
+    if not (paths.var_dir() / "reports" / "experiments" / f"{experiment}.json").exists():
+        assert evalp("experiment", "register", experiment)[0] == 0
+        assert evalp("experiment", "run", experiment)[0] == 0
+    report = report_of(experiment)
+    fixture_set = load_fixtures(paths.fixtures_root() / at_project[1])
+    book = RefBook({})
+    table = experiments_table([report], book)
+    provenance = Provenance(
+        dagster_run_id="latest",
+        asset_key="sweep_report",
+        mlflow_run_id=None,
+        fixture_id=fixture_set.fixture_id,
+        world_seed=fixture_set.manifest.world.seed,
+        world_fingerprint=fixture_set.manifest.world.fingerprint,
+        commit="0" * 40,
+        dirty=False,
+        scorer_version=SCORER_VERSION,
+    )
+    document = "\n".join([*table, book.references(provenance).block()])
+    client = open_client(default_store())
+
+    def audit(text: str) -> list[str]:
+        conn = connect(paths.warehouse_path(), read_only=True)
+        try:
+            return list(
+                audit_document(
+                    text,
+                    con=conn,
+                    fixtures_root=paths.fixtures_root(),
+                    judge=load_judge(),
+                    instance=None,
+                    mlflow=client,
+                ).problems
+            )
+        finally:
+            conn.close()
+
+    assert len(book.experiment_numbers) == 6
+    assert audit(document) == []
+
+    difference = f"x-{experiment}-candidate-difference"
+    printed = book.experiment_numbers[difference].text
+    edited = document.replace(f"[{printed}](#{difference})", f"[+0.5](#{difference})")
+    assert any(difference in p and "printed +0.5" in p for p in audit(edited))
+
+    arm = paths.var_dir() / "experiments" / experiment / "candidate"
+    journals = sorted(arm.glob("calls/*/envelopes.jsonl"))
+    saved = {path: path.read_bytes() for path in journals}
+    lines = journals[0].read_text().splitlines(keepends=True)
+    journals[0].write_text("".join(lines[: len(lines) // 2]))
+    try:
+        assert any(
+            "arm candidate:" in p and "call envelopes behind its cases are missing" in p
+            for p in audit(document)
+        )
+    finally:
+        for path, content in saved.items():
+            path.write_bytes(content)
+
+    traces = sorted(arm.glob("**/traces.jsonl"))
+    kept = traces[0].read_bytes()
+    traces[0].write_bytes(b"")  # every trace check now runs on nothing
+    try:
+        problems = audit(document)
+    finally:
+        traces[0].write_bytes(kept)
+    assert any(difference in p or "x-serving-path-sim-strong-candidate-low" in p for p in problems)
+
+    spec = Path(os.environ["EVALP_EXPERIMENTS_DIR"]) / f"{experiment}.yaml"
+    original = spec.read_text()
+    spec.write_text(original.replace("margin: 2.0", "margin: 2.5"))
+    try:
+        assert any(f"experiment {experiment}: the spec now hashes to" in p for p in audit(document))
+    finally:
+        spec.write_text(original)
+    assert audit(document) == []
