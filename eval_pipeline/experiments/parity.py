@@ -23,7 +23,6 @@ from statistics import mean
 from typing import Literal
 
 import numpy as np
-from scipy.stats import binomtest
 
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
 from eval_pipeline.fixtures.case import CATEGORIES
@@ -225,6 +224,8 @@ def compare(
     reference_only = sum(1 for c in shared if ref_pass.get(c) and not cand_pass.get(c))
     candidate_only = sum(1 for c in shared if cand_pass.get(c) and not ref_pass.get(c))
     discordant = reference_only + candidate_only
+    from scipy.stats import binomtest  # 2 s to import: only where a test is computed
+
     p_value = float(binomtest(candidate_only, discordant, 0.5).pvalue) if discordant else 1.0
     categories = _categories(spec, scores[reference], shared, ref_values, cand_values)
     broken = [c.category for c in categories if c.breaks_rule]
