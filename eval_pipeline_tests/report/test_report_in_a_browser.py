@@ -4,6 +4,7 @@ the plots' colours (a page whose images failed shows text on white only)."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
@@ -26,10 +27,13 @@ def _browser() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.skip(
+    message = (
         "no Chromium on PATH: install it from the OS packages (apt-get install chromium); "
         ".ci/run installs it"
     )
+    if os.environ.get("EVALP_REQUIRE_BROWSER"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def _scores() -> list[CaseScore]:
