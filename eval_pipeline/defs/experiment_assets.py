@@ -38,6 +38,9 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
         group_name=EXPERIMENTS_GROUP,
         deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET],
         description=f"{spec.title}: each arm run apart from the sweep and scored.",
+        # Several arms may run in one run (a partition range): the main job runs them all at
+        # once, which saves Dagster's per-run cost; each arm still lands as its partition.
+        backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def arm_scores(
         context: dg.AssetExecutionContext, tracking: MlflowTracking
@@ -51,36 +54,40 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
             )
         except ExperimentError as error:
             raise dg.Failure(str(error)) from error
-        arm = context.partition_key
-        result = run_arm(
-            current,
-            arm,
-            spec_hash=registration.spec_hash,
-            registration_run_id=registration.run_id,
-            fixture_set=fixture_set,
-            agent_db=Path(latest_path(context, AGENT_WORLD_ASSET)),
-            configs=configs,
-            judge=judge,
-            run_id=f"{experiment}-{arm}-{context.run.run_id[:8]}",
-        )
-        scored = [s for s in result.scores if s.score is not None]
-        return dg.MaterializeResult(
-            metadata={
-                "arm": arm,
-                "cases": len({s.case_id for s in result.scores}),
-                "scored": len(scored),
-                "mean_points": round(100 * sum(s.score or 0 for s in scored) / len(scored), 2)
-                if scored
-                else None,
-                "infra_errors": sum(
+        metadata: dict[str, dg.RawMetadataValue] = {
+            "arms": dg.MetadataValue.json(list(context.partition_keys)),
+            "spec_hash": registration.spec_hash,
+            "registration_run_id": registration.run_id,
+            "fixture_id": fixture_set.fixture_id,
+        }
+        for arm in context.partition_keys:
+            result = run_arm(
+                current,
+                arm,
+                spec_hash=registration.spec_hash,
+                registration_run_id=registration.run_id,
+                fixture_set=fixture_set,
+                agent_db=Path(latest_path(context, AGENT_WORLD_ASSET)),
+                configs=configs,
+                judge=judge,
+                run_id=f"{experiment}-{arm}-{context.run.run_id[:8]}",
+            )
+            scored = [s for s in result.scores if s.score is not None]
+            metadata |= {
+                f"{arm}: cases": len({s.case_id for s in result.scores}),
+                f"{arm}: scored": len(scored),
+                f"{arm}: infra_errors": sum(
                     1 for s in result.scores if s.status in ("infra_error", "harness_error")
                 ),
-                "budget_stopped": sum(1 for s in result.scores if s.status == "budget_stopped"),
-                "spec_hash": registration.spec_hash,
-                "registration_run_id": registration.run_id,
-                "fixture_id": fixture_set.fixture_id,
+                f"{arm}: budget_stopped": sum(
+                    1 for s in result.scores if s.status == "budget_stopped"
+                ),
             }
-        )
+            if scored:
+                metadata[f"{arm}: mean_points"] = round(
+                    100 * sum(s.score or 0 for s in scored) / len(scored), 2
+                )
+        return dg.MaterializeResult(metadata=metadata)
 
     @dg.asset(
         key=parity_report_key(experiment),

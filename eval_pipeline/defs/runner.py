@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
     from eval_pipeline.experiments.spec import ExperimentSpec
 
+ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+ASSET_PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+"""Dagster's run tags for a run over a range of partitions (a single-run backfill)."""
 DEMO_LOCK = PROJECT_LOCK
 DEMO_TAG = "evalp/launched_by"
 IN_PROGRESS = [
@@ -236,7 +239,7 @@ def run_sweep(
 def mission_steps(sweep: SweepConfig, specs: list[ExperimentSpec]) -> int:
     """The main job, one lanes run per partition, each experiment's arms and report, and
     the results job."""
-    return 2 + len(sweep.models) * len(sweep.seeds) + sum(len(s.arms()) + 1 for s in specs)
+    return 2 + len(sweep.models) * len(sweep.seeds) + 2 * len(specs)
 
 
 def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
@@ -402,7 +405,7 @@ def run_registered_experiment(
         registration, new = register(client, store, spec, material, code_version())
         require_registration(client, spec, material, fixture_id)
     except ExperimentError as error:
-        for _ in range(len(spec.arms()) + 1):
+        for _ in range(2):
             progress.step(f"{spec.id}: refused")
         return ExperimentOutcome(experiment=spec.id, refused=str(error))
     runs = run_experiment(spec.id, instance=instance, progress=progress)
@@ -420,9 +423,9 @@ def run_experiment(
     instance: dg.DagsterInstance | None = None,
     progress: MissionProgress | None = None,
 ) -> tuple[JobOutcome, ...]:
-    """Every arm of a registered experiment (one Dagster run per arm partition), then its
-    parity report, on `instance` (default: the one in DAGSTER_HOME). The caller checked the
-    registration; each asset checks it again."""
+    """Every arm of a registered experiment (one Dagster run over the range of its arm
+    partitions), then its parity report, on `instance` (default: the one in DAGSTER_HOME).
+    The caller checked the registration; each asset checks it again."""
     if instance is None:
         home = paths.prepared_dagster_home()
         os.environ["DAGSTER_HOME"] = str(home)
@@ -437,21 +440,23 @@ def run_experiment(
     arm_asset, report_asset = experiment_assets(spec)
     resources = default_resources()
     tags = {DEMO_TAG: f"evalp experiment run {experiment}"}
-    outcomes: list[JobOutcome] = []
-    for arm in spec.arms():
-        shown.step(f"{experiment}: arm {arm}")
-        result = dg.materialize(
-            [arm_asset],
-            instance=instance,
-            resources=resources,
-            partition_key=arm,
-            raise_on_error=False,
-            tags=tags,
-            run_config=QUIET,
-        )
-        outcomes.append(_job_outcome(result, partition=arm))
-        if not result.success:
-            return tuple(outcomes)
+    arms = list(spec.arms())
+    shown.step(f"{experiment}: arms {', '.join(arms)}")
+    result = dg.materialize(
+        [arm_asset],
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags={
+            **tags,
+            ASSET_PARTITION_RANGE_START_TAG: arms[0],
+            ASSET_PARTITION_RANGE_END_TAG: arms[-1],
+        },
+        run_config=QUIET,
+    )
+    outcomes: list[JobOutcome] = [_job_outcome(result, partition=f"{arms[0]}...{arms[-1]}")]
+    if not result.success:
+        return tuple(outcomes)
     shown.step(f"{experiment}: parity report")
     result = dg.materialize(
         [report_asset],

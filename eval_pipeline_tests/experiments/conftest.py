@@ -28,7 +28,8 @@ def project_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def write_specs(home: Path, fixture_id: str, seeds: list[int]) -> None:
-    """The shipped specs, on this home's fixture set, with fewer seeds (test time); every
+    """The shipped specs, on this home's fixture set, with fewer seeds and the ablation
+    over two of its guards, one it is expected to need and one inert (test time); every
     other field as shipped."""
     folder = home / "experiments"
     folder.mkdir(exist_ok=True)
@@ -39,6 +40,8 @@ def write_specs(home: Path, fixture_id: str, seeds: list[int]) -> None:
             if arm in spec:
                 spec[arm]["seeds"] = seeds
         spec["sample_size"]["seeds"] = len(seeds)
+        if "ablate" in spec:
+            spec["ablate"] = ["stall_bounce", "iteration_cap"]
         (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
 

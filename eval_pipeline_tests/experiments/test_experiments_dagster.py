@@ -60,12 +60,7 @@ def test_the_shipped_experiments_register_run_and_give_verdicts(
 
     ablation = report_of("guard-ablation-sim-small")
     verdicts = {c.candidate: c for c in ablation.comparisons}
-    assert set(verdicts) == {
-        "stall_bounce_off",
-        "argument_repair_off",
-        "truncation_refusal_off",
-        "iteration_cap_off",
-    }
+    assert set(verdicts) == {"stall_bounce_off", "iteration_cap_off"}
     stall = verdicts["stall_bounce_off"]
     assert stall.verdict != "confirmed", stall.reasons
     assert stall.difference is not None and stall.difference < -3
