@@ -3,6 +3,7 @@ and its parity report. Both re-read the spec at run time and refuse to run or re
 against an unregistered or altered spec, or another fixture set, whoever starts them (the
 CLI, the UI, a schedule)."""
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -32,62 +33,67 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     """The arm-scores asset (partitioned by arm) and the parity report of one spec."""
     experiment = spec.id
 
-    @dg.asset(
-        key=arm_scores_key(experiment),
-        partitions_def=dg.StaticPartitionsDefinition(list(spec.arms())),
-        group_name=EXPERIMENTS_GROUP,
-        deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET],
-        description=f"{spec.title}: each arm run apart from the sweep and scored.",
-        # Several arms may run in one run (a partition range): the main job runs them all at
-        # once, which saves Dagster's per-run cost; each arm still lands as its partition.
-        backfill_policy=dg.BackfillPolicy.single_run(),
-    )
-    def arm_scores(
-        context: dg.AssetExecutionContext, tracking: MlflowTracking
-    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-        current = load_spec(experiment)
-        material, configs, judge = resolve(current)
-        fixture_set = load_fixtures(Path(latest_path(context, FIXTURES_ASSET)))
-        try:
-            registration = require_registration(
-                tracking.client(), current, material, fixture_set.fixture_id
-            )
-        except ExperimentError as error:
-            raise dg.Failure(str(error)) from error
-        metadata: dict[str, dg.RawMetadataValue] = {
-            "arms": dg.MetadataValue.json(list(context.partition_keys)),
-            "spec_hash": registration.spec_hash,
-            "registration_run_id": registration.run_id,
-            "fixture_id": fixture_set.fixture_id,
-        }
-        for arm in context.partition_keys:
-            result = run_arm(
-                current,
-                arm,
-                spec_hash=registration.spec_hash,
-                registration_run_id=registration.run_id,
-                fixture_set=fixture_set,
-                agent_db=Path(latest_path(context, AGENT_WORLD_ASSET)),
-                configs=configs,
-                judge=judge,
-                run_id=f"{experiment}-{arm}-{context.run.run_id[:8]}",
-            )
-            scored = [s for s in result.scores if s.score is not None]
-            metadata |= {
-                f"{arm}: cases": len({s.case_id for s in result.scores}),
-                f"{arm}: scored": len(scored),
-                f"{arm}: infra_errors": sum(
-                    1 for s in result.scores if s.status in ("infra_error", "harness_error")
-                ),
-                f"{arm}: budget_stopped": sum(
-                    1 for s in result.scores if s.status == "budget_stopped"
-                ),
-            }
-            if scored:
-                metadata[f"{arm}: mean_points"] = round(
-                    100 * sum(s.score or 0 for s in scored) / len(scored), 2
+    # `backfill_policy` is beta in Dagster 1.13: its warning would print on every command
+    # that loads the definitions; the single-run policy is what the arms rely on.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)
+
+        @dg.asset(
+            key=arm_scores_key(experiment),
+            partitions_def=dg.StaticPartitionsDefinition(list(spec.arms())),
+            group_name=EXPERIMENTS_GROUP,
+            deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET],
+            description=f"{spec.title}: each arm run apart from the sweep and scored.",
+            # Several arms may run in one run (a partition range): the main job runs them all at
+            # once, which saves Dagster's per-run cost; each arm still lands as its partition.
+            backfill_policy=dg.BackfillPolicy.single_run(),
+        )
+        def arm_scores(
+            context: dg.AssetExecutionContext, tracking: MlflowTracking
+        ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+            current = load_spec(experiment)
+            material, configs, judge = resolve(current)
+            fixture_set = load_fixtures(Path(latest_path(context, FIXTURES_ASSET)))
+            try:
+                registration = require_registration(
+                    tracking.client(), current, material, fixture_set.fixture_id
                 )
-        return dg.MaterializeResult(metadata=metadata)
+            except ExperimentError as error:
+                raise dg.Failure(str(error)) from error
+            metadata: dict[str, dg.RawMetadataValue] = {
+                "arms": dg.MetadataValue.json(list(context.partition_keys)),
+                "spec_hash": registration.spec_hash,
+                "registration_run_id": registration.run_id,
+                "fixture_id": fixture_set.fixture_id,
+            }
+            for arm in context.partition_keys:
+                result = run_arm(
+                    current,
+                    arm,
+                    spec_hash=registration.spec_hash,
+                    registration_run_id=registration.run_id,
+                    fixture_set=fixture_set,
+                    agent_db=Path(latest_path(context, AGENT_WORLD_ASSET)),
+                    configs=configs,
+                    judge=judge,
+                    run_id=f"{experiment}-{arm}-{context.run.run_id[:8]}",
+                )
+                scored = [s for s in result.scores if s.score is not None]
+                metadata |= {
+                    f"{arm}: cases": len({s.case_id for s in result.scores}),
+                    f"{arm}: scored": len(scored),
+                    f"{arm}: infra_errors": sum(
+                        1 for s in result.scores if s.status in ("infra_error", "harness_error")
+                    ),
+                    f"{arm}: budget_stopped": sum(
+                        1 for s in result.scores if s.status == "budget_stopped"
+                    ),
+                }
+                if scored:
+                    metadata[f"{arm}: mean_points"] = round(
+                        100 * sum(s.score or 0 for s in scored) / len(scored), 2
+                    )
+            return dg.MaterializeResult(metadata=metadata)
 
     @dg.asset(
         key=parity_report_key(experiment),
