@@ -25,7 +25,6 @@ from eval_pipeline.experiments.spec import scan_specs
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.store import read_identities
 from eval_pipeline.report.refs import Provenance, RefBook, chain
-from eval_pipeline.report.sweep import build_sweep_report, headline_table
 from eval_pipeline.scoring.aggregate import summarize_scores
 from eval_pipeline.scoring.store import read_scores
 from eval_pipeline.tracking.provenance import code_version
@@ -91,6 +90,9 @@ def sweep_report_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The report a person reads and `evalp audit` checks."""
+    # matplotlib comes with it: imported here, not when the definitions load.
+    from eval_pipeline.report.sweep import build_sweep_report, headline_table
+
     with warehouse.connection() as conn:
         fixture_set = load_fixtures(stages.recorded_fixture_path(conn))
         scores = [s for s in read_scores(conn) if s.fixture_id == fixture_set.fixture_id]
