@@ -225,15 +225,20 @@ def run_sweep(
             if not outcome.success:
                 return outcome
             shown.step("results: summary, gate, tracking, report")
-            results = _job_outcome(
-                defs.resolve_job_def(RESULTS_JOB).execute_in_process(
-                    instance=instance,
-                    raise_on_error=False,
-                    tags={DEMO_TAG: "evalp sweep"},
-                    run_config=QUIET,
-                )
-            )
+            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp sweep")
             return dataclasses.replace(outcome, results=results, success=results.success)
+
+
+def run_job(instance: dg.DagsterInstance, job: dg.JobDefinition, launched_by: str) -> JobOutcome:
+    """One unpartitioned job in process, quietly, tagged with the command that started it."""
+    return _job_outcome(
+        job.execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            tags={DEMO_TAG: launched_by},
+            run_config=QUIET,
+        )
+    )
 
 
 def mission_steps(sweep: SweepConfig, specs: list[ExperimentSpec]) -> int:
@@ -283,14 +288,7 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
                 return dataclasses.replace(outcome, lanes=lanes, success=False)
             experiments = tuple(run_registered_experiment(instance, spec, shown) for spec in specs)
             shown.step("results: summary, gate, tracking, report")
-            results = _job_outcome(
-                defs.resolve_job_def(RESULTS_JOB).execute_in_process(
-                    instance=instance,
-                    raise_on_error=False,
-                    tags={DEMO_TAG: "evalp demo"},
-                    run_config=QUIET,
-                )
-            )
+            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp demo")
             return dataclasses.replace(
                 outcome,
                 lanes=lanes,

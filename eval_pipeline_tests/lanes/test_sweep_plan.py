@@ -103,20 +103,27 @@ def test_a_product_lane_without_a_context_window_has_no_bound(
         _plan(small_fixture_set, ("sim-small",), [0], env={})
 
 
+def _warehouse_with(
+    fixture_set: FixtureSet, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of the small warehouse recording `fixture_set`, as the main job leaves it."""
+    warehouse = tmp_path / "warehouse.duckdb"
+    shutil.copy(source, warehouse)
+    conn = connect(warehouse)
+    try:
+        stages.record_fixture_set(conn, fixture_set)
+    finally:
+        conn.close()
+    monkeypatch.setenv("EVALP_WAREHOUSE", str(warehouse))
+
+
 def test_evalp_sweep_dry_run_prints_the_plan_and_calls_nothing(
     small_fixture_set: FixtureSet,
     small_warehouse: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    warehouse = tmp_path / "warehouse.duckdb"
-    shutil.copy(small_warehouse, warehouse)
-    conn = connect(warehouse)
-    try:
-        stages.record_fixture_set(conn, small_fixture_set)
-    finally:
-        conn.close()
-    monkeypatch.setenv("EVALP_WAREHOUSE", str(warehouse))
+    _warehouse_with(small_fixture_set, small_warehouse, tmp_path, monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed-0123456789")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("EVALP_HOME", str(tmp_path / "home"))  # a run would write here
@@ -140,14 +147,7 @@ def test_evalp_sweep_without_a_key_refuses_before_any_call(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    warehouse = tmp_path / "warehouse.duckdb"
-    shutil.copy(small_warehouse, warehouse)
-    conn = connect(warehouse)
-    try:
-        stages.record_fixture_set(conn, small_fixture_set)
-    finally:
-        conn.close()
-    monkeypatch.setenv("EVALP_WAREHOUSE", str(warehouse))
+    _warehouse_with(small_fixture_set, small_warehouse, tmp_path, monkeypatch)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("EVALP_HOME", str(tmp_path / "home"))
     result = CliRunner().invoke(main, ["sweep", "--models", "claude-sonnet-4-5"])
