@@ -2,6 +2,7 @@
 
     ./dev mutate NAME [--max-children N] [--tree PATH] [--quiet]
     ./dev mutate --list
+    ./dev mutate NAME --check MUTANT [TEST ...]
 
 NAME is a table under ``[tool.evalp.mutate]`` in pyproject.toml: the module to mutate and
 the test files that are its own tests. Each module runs in its own work folder,
@@ -15,6 +16,10 @@ The score is killed / (mutants - equivalent). Equivalent mutants are listed, eac
 one-line reason, in the table of ``bench/mutation.md`` (rows ``| `mutant` | reason |``);
 a listed mutant that is killed is reported as stale. Exits 1 when a mutant survives that is
 not listed as equivalent or the score is under the goal, 2 when mutmut itself fails.
+
+``--check MUTANT TEST...`` runs the given tests (the module's own by default) against one
+mutant of the last run, in its mutants/ folder: the way to show that a new test is the one
+that kills a survivor. Exits 0 when the tests fail (the mutant is killed), 1 when they pass.
 """
 
 from __future__ import annotations
@@ -193,6 +198,22 @@ def show(work: Path, mutants: list[str]) -> None:
         print(diff.rstrip())
 
 
+def check(work: Path, target: Target, mutant: str, tests: list[str]) -> int:
+    """Run `tests` against one mutant; 0 when they fail (killed), 1 when they pass."""
+    mutants = work / "mutants"
+    if not mutants.is_dir():
+        print(f"no mutants in {work}: run `./dev mutate {target.name}` first")
+        return 2
+    env = {**os.environ, "MUTANT_UNDER_TEST": mutant, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run([*command, *(tests or target.tests)], cwd=mutants, env=env)
+    verdict = "killed" if done.returncode == 1 else "not killed"
+    print(
+        f"{mutant}: {verdict} by {' '.join(tests or target.tests)} (pytest exit {done.returncode})"
+    )
+    return 0 if done.returncode == 1 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev mutate", description=__doc__.split("\n")[0])
     parser.add_argument("name", nargs="?", help="a module under [tool.evalp.mutate]")
@@ -201,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree to mutate")
     parser.add_argument("--quiet", action="store_true", help="print mutmut's output on failure")
     parser.add_argument("--no-diffs", action="store_true", help="do not show survivors' diffs")
-    args = parser.parse_args(argv)
+    parser.add_argument("--check", metavar="MUTANT", help="run tests against this mutant")
+    parser.add_argument("tests", nargs="*", help="with --check: the tests to run")
+    args = parser.parse_intermixed_args(argv)
     tree: Path = args.tree.resolve()
     known_targets = targets(ROOT)
     if args.list or not args.name:
@@ -212,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown module {args.name!r}; known: {', '.join(known_targets)}")
         return 2
     target = known_targets[args.name]
+    if args.check:
+        return check(tree / ".mutmut" / target.name, target, args.check, args.tests)
     work = prepare(tree, target)
     code = run_mutmut(work, target, args.max_children, args.quiet)
     if code != 0:
