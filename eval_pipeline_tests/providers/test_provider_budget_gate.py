@@ -17,8 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.providers.budget import BudgetGate, Reservation, worst_case_input_tokens
-from eval_pipeline.providers.errors import BudgetStoppedError
+from eval_pipeline.providers.budget import (
+    BudgetGate,
+    Reservation,
+    wire_output_limit,
+    worst_case_input_tokens,
+)
+from eval_pipeline.providers.errors import BudgetError, BudgetStoppedError
+from eval_pipeline.providers.types import OUTPUT_LIMIT_KEYS
 
 WAIT_S = 2.0
 """Long enough for any wake-up on a loaded machine; a waiter never woken fails after it."""
@@ -103,6 +109,21 @@ def test_the_refusal_names_the_call_and_every_amount() -> None:
     )
 
 
+def test_a_refusal_without_a_name_is_for_a_call() -> None:
+    async def scenario() -> list[str]:
+        gate = BudgetGate(Decimal("0.1"))
+        messages = []
+        with pytest.raises(BudgetStoppedError) as refused:
+            gate.reserve(Decimal("0.2"))
+        messages.append(str(refused.value))
+        with pytest.raises(BudgetStoppedError) as refused:
+            await asyncio.wait_for(gate.acquire(Decimal("0.2")), WAIT_S)
+        messages.append(str(refused.value))
+        return messages
+
+    assert [m.split(":")[0] for m in asyncio.run(scenario())] == ["budget stop for call"] * 2
+
+
 def test_acquire_refuses_at_once_with_the_same_message_when_nothing_in_flight_could_help() -> None:
     async def scenario() -> str:
         gate = BudgetGate(Decimal("1.0"))
@@ -173,6 +194,33 @@ def test_several_waiters_are_all_woken_by_one_settle() -> None:
 
 
 def test_a_negative_cap_is_refused() -> None:
-    with pytest.raises(ValueError, match="cannot be negative"):
+    with pytest.raises(ValueError, match=r"^a budget cap cannot be negative$"):
         BudgetGate(Decimal("-0.01"))
     assert BudgetGate(Decimal(0)).state().cap_usd == 0
+
+
+def test_the_output_limit_is_the_largest_limit_field_the_wire_body_carries() -> None:
+    assert wire_output_limit({"max_tokens": 16}) == 16
+    assert wire_output_limit({"max_tokens": 16, "max_completion_tokens": 4096}) == 4096
+    assert wire_output_limit({"max_output_tokens": 7, "temperature": 900}) == 7
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {"temperature": 0},  # no limit at all
+        {"max_tokens": True},  # a bool is an int to Python, not a limit
+        {"max_tokens": 16.0},
+        {"max_tokens": 16, "max_completion_tokens": "4096"},
+    ],
+)
+def test_a_wire_body_without_an_integer_output_limit_cannot_be_bounded(
+    wire: dict[str, Any],
+) -> None:
+    with pytest.raises(BudgetError) as refused:
+        wire_output_limit(wire)
+    assert str(refused.value) == (
+        f"the wire body has no integer output limit ({', '.join(OUTPUT_LIMIT_KEYS)}): "
+        "its worst case cannot be bounded"
+    )
+    assert ", ".join(OUTPUT_LIMIT_KEYS).startswith("max_tokens, max_completion_tokens, ")

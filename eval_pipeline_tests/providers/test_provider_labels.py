@@ -161,6 +161,8 @@ def test_an_answer_grader_is_wrong_for_no_answer_and_for_an_abstention() -> None
     assert grader(GradeInput(response=ANSWERED, answer="42"))
     assert not grader(GradeInput(response=ANSWERED, answer=None))
     assert not grader(GradeInput(response=ANSWERED, answer="ABSTAIN: 42 is not in the ledger"))
+    # an abstention is never an answer, even one that reads like the expected text
+    assert not expect_answer("ABSTAIN")(GradeInput(response=ANSWERED, answer="ABSTAIN"))
     structure = expect_answer('{"b": 1, "a": [2]}', kind="json")
     assert structure(GradeInput(response=ANSWERED, answer='{"a":[2],"b":1}'))
     assert not structure(GradeInput(response=ANSWERED, answer='{"a":[2],"b":2}'))
@@ -247,3 +249,16 @@ def test_the_naive_pass_is_a_200_with_the_text_anywhere_in_the_body() -> None:
     assert not naive_pass(None, '{"text": "ANSWER: 42"}', "42")
     assert not naive_pass(200, None, "42")
     assert not naive_pass(200, '{"text": "ANSWER: 41"}', "42")
+
+
+def test_a_money_grader_reads_both_sides_in_the_case_currency() -> None:
+    euros = expect_answer("12.34", kind="money", currency="EUR")
+    assert euros(GradeInput(response=ANSWERED, answer="EUR 12.34"))
+    assert euros(GradeInput(response=ANSWERED, answer="€12.340"))
+    assert not euros(GradeInput(response=ANSWERED, answer="$12.34"))
+    assert expect_answer("EUR 12.34", kind="money", currency="EUR")(
+        GradeInput(response=ANSWERED, answer="12.34")
+    )
+    assert not expect_answer("EUR 12.34", kind="money")(
+        GradeInput(response=ANSWERED, answer="12.34")
+    )
