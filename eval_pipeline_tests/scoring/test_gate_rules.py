@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.errors import ConfigError
+from eval_pipeline.errors import ConfigError, WarehouseError
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
     DROP_RULE,
@@ -34,6 +34,15 @@ from eval_pipeline.scoring.store import write_scores
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.scoring.test_aggregate import case_score
 from eval_pipeline_tests.scoring.test_gate import CONFIG, baseline_at, product_summary
+
+
+@pytest.fixture(autouse=True)
+def default_baselines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty default baseline folder: a baseline written or read in the wrong place
+    shows, and nothing lands in configs/baselines."""
+    folder = tmp_path / "default-baselines"
+    monkeypatch.setenv("EVALP_BASELINES_DIR", str(folder))
+    return folder
 
 
 def test_every_rule_of_a_passing_gate_says_what_it_checked() -> None:
@@ -201,11 +210,22 @@ def _warehouse(tmp_path: Path, scores: list[CaseScore]) -> Path:
 
 
 def test_accepting_a_stored_baseline_reads_the_product_lane_of_that_model(
-    tmp_path: Path,
+    tmp_path: Path, default_baselines: Path
 ) -> None:
     scores = [case_score(f"rm-{i}", s, 1.0 if i < 3 else 0.0) for i in range(4) for s in range(2)]
     warehouse = _warehouse(tmp_path, scores)
-    path, baseline = accept_stored_baseline(warehouse, "m", tmp_path / "baselines")
+    con = connect(warehouse)
+    try:  # the same model's model lane, all wrong: never part of a product baseline
+        model_lane = [case_score(f"rm-{i}", 0, 0.0, lane="model") for i in range(4)]
+        write_scores(con, "model", "m", 0, model_lane)
+    finally:
+        con.close()
+    reader = connect(warehouse, read_only=True)  # another reader holds it open meanwhile
+    try:
+        path, baseline = accept_stored_baseline(warehouse, "m", tmp_path / "baselines")
+    finally:
+        reader.close()
+    assert not default_baselines.exists()
     assert path == tmp_path / "baselines" / "m.yaml"
     assert (baseline.model, baseline.fixture_id, baseline.seeds) == ("m", "fx-test", (0, 1))
     assert baseline.categories["royalty_math"] == 75.0
@@ -228,3 +248,12 @@ def test_a_stored_baseline_with_cases_never_heard_is_refused(tmp_path: Path, sta
         "(re-materialize their partitions) before accepting a baseline"
     )
     assert not (tmp_path / "baselines").exists()
+
+
+def test_accepting_from_a_warehouse_that_does_not_exist_does_not_create_it(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nowhere" / "warehouse.duckdb"
+    with pytest.raises(WarehouseError, match="does not exist"):
+        accept_stored_baseline(missing, "m", tmp_path / "baselines")
+    assert not missing.parent.exists()
