@@ -8,8 +8,10 @@ refusal's wording asserted.
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,19 +19,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from eval_pipeline.providers.errors import PriceError, UncoveredDatePriceError
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.providers.errors import (
+    PriceError,
+    UncoveredDatePriceError,
+    UnknownModelPriceError,
+)
 from eval_pipeline.providers.prices import (
     ModelPrices,
     PriceBook,
     PriceTier,
     TokenPrices,
     _price_has_few_decimals,
+    load_price_book,
 )
 
 DAY = date(2026, 6, 1)
 
 
-def book(**rates: str) -> PriceBook:
+def book(variants: bool = False, **rates: str) -> PriceBook:
     prices = {"input": "2.00", "output": "8.00", **rates}
     tiers = (
         PriceTier.model_validate(
@@ -37,7 +45,8 @@ def book(**rates: str) -> PriceBook:
         ),
         PriceTier.model_validate({"id": "now", "start": "2026-04-01", "usd_per_mtok": prices}),
     )
-    return PriceBook(models={"m": ModelPrices(kind="simulated", tiers=tiers)}, source="test")
+    prices_of_m = ModelPrices(kind="simulated", tiers=tiers, variants=variants)
+    return PriceBook(models={"m": prices_of_m}, source="test")
 
 
 def refusal(data: dict[str, Any]) -> str:
@@ -85,13 +94,51 @@ def test_negative_token_counts_are_refused_and_zero_is_free() -> None:
             method("m", DAY, 5, -1)
 
 
-def test_a_cache_kind_the_tier_does_not_price_is_refused_by_name() -> None:
+@pytest.mark.parametrize("kind", ["cache_read", "cache_write"])
+def test_a_cache_kind_the_tier_does_not_price_is_refused_by_name(kind: str) -> None:
     with pytest.raises(PriceError) as raised:
-        book().quote("m", DAY, 10, 10, cache_write_tokens=7)
+        book().quote("m", DAY, 10, 10, **{f"{kind}_tokens": 7})
     assert str(raised.value) == (
-        "tier now of model 'm' has no cache_write price (7 cache_write tokens on 2026-06-01) "
-        "in test"
+        f"tier now of model 'm' has no {kind} price (7 {kind} tokens on 2026-06-01) in test"
     )
+
+
+def test_a_quote_records_every_token_count_it_priced() -> None:
+    quote = book(cache_read="0.20", cache_write="2.50").quote(
+        "m", DAY, 100, 20, cache_read_tokens=30, cache_write_tokens=40
+    )
+    assert (quote.input_tokens, quote.output_tokens) == (100, 20)
+    assert (quote.cache_read_tokens, quote.cache_write_tokens) == (30, 40)
+    assert (quote.input_usd_per_mtok, quote.output_usd_per_mtok) == (2, 8)
+
+
+def test_a_variant_is_priced_by_the_name_before_its_first_separator() -> None:
+    priced = book(variants=True)
+    assert priced.tier("m:fast:v2", DAY).id == "now"
+    with pytest.raises(UnknownModelPriceError) as raised:
+        book().tier("m:fast", DAY)
+    assert str(raised.value) == "no prices for model 'm:fast' in test; known models: m"
+
+
+def test_a_missing_price_book_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_price_book(tmp_path / "prices.yaml")
+    assert str(raised.value) == f"price book not found: {(tmp_path / 'prices.yaml').resolve()}"
+
+
+def test_an_edited_price_book_is_read_again_even_at_the_same_size(tmp_path: Path) -> None:
+    path = tmp_path / "prices.yaml"
+    text = (
+        "currency: USD\nunit: usd_per_million_tokens\nmodels:\n  m:\n    kind: real\n"
+        "    tiers:\n"
+        "      - {id: t, start: 2026-01-01, usd_per_mtok: {input: '2.00', output: '1'}}\n"
+    )
+    path.write_text(text)
+    assert load_price_book(path).quote("m", DAY, 10**6, 0).cost_usd == 2
+    path.write_text(text.replace("'2.00'", "'3.00'"))  # same size, new content
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert load_price_book(path).quote("m", DAY, 10**6, 0).cost_usd == 3
 
 
 def test_a_day_between_tiers_names_every_tier_open_or_closed() -> None:
