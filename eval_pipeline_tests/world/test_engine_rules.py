@@ -288,3 +288,60 @@ def test_period_end_knows_month_lengths_and_leap_years() -> None:
     assert engine.period_end("2025-12") == date(2025, 12, 31)
     with pytest.raises(WorldError, match="YYYY-MM"):
         engine.period_end("2025-13")
+
+
+@pytest.mark.parametrize(
+    ("amount", "fx", "rate", "message"),
+    [
+        ("1", "1.0000001", "0.1", "FX rate '1.0000001' has more than 6 decimal places"),
+        ("1", "1", "0.12345678", "royalty rate '0.12345678' has more than 6 decimal places"),
+        ("Infinity", "1", "0.1", "amount in USD must be finite, got 'Infinity'"),
+        ("1", "NaN", "0.1", "FX rate must be finite, got 'NaN'"),
+        ("1", "1", "ten", "royalty rate is not a number: 'ten'"),
+    ],
+)
+def test_the_decimal_face_names_the_value_it_refuses(
+    amount: str, fx: str, rate: str, message: str
+) -> None:
+    with pytest.raises(WorldError) as refused:
+        engine.line_royalty(amount, "USD", fx, rate)
+    assert str(refused.value) == message
+
+
+def test_cents_follow_the_rounding_asked_for() -> None:
+    assert engine.cents_from_micro(5_000) == 0  # half a cent: to the even cent
+    assert engine.cents_from_micro(5_000, "half_up") == 1  # the misreading: away from zero
+    assert engine.cents_from_micro(-5_000, "half_up") == -1
+
+
+def test_an_unknown_currency_has_no_exponent_in_the_vectorized_face() -> None:
+    exponents = (
+        pl.Series(["USD", "JPY", "CHF"]).to_frame("c").select(engine.exponent_expr(pl.col("c")))
+    )
+    assert exponents.to_series().to_list() == [2, 0, None]
+    assert exponents.dtypes == [pl.Int64]
+    with pytest.raises(
+        WorldError, match=r"^unsupported currency 'CHF'; known: EUR, GBP, JPY, USD$"
+    ):
+        engine.exponent_of("CHF")
+
+
+def test_duplicate_keys_are_named_with_the_first_five() -> None:
+    with pytest.raises(WorldError) as refused:
+        engine._dense_codes(["a", "b", "c", "d", "e", "a"], "ISRC")
+    assert str(refused.value) == "duplicate ISRC in ['a', 'b', 'c', 'd', 'e']..."
+    assert engine._dense_codes(["x", "y"], "period") == {"x": 0, "y": 1}
+
+
+def test_a_product_at_the_int64_guard_is_refused() -> None:
+    """2**16 x (2**47 - 1) is exactly the guard, 2**63 - 2**16: refused, not let through."""
+    at_guard = pl.DataFrame({"a": [2**16, 1], "b": [2**47 - 1, 1]})
+    with pytest.raises(WorldError) as refused:
+        engine._check_int64("gross x rate", at_guard, "a", "b")
+    assert str(refused.value) == (
+        "gross x rate reaches about 9.223e+18, beyond 64-bit integers; a line that large is "
+        "not a royalty statement line"
+    )
+    below = pl.DataFrame({"a": [2**16 - 1], "b": [2**47 - 1]})
+    engine._check_int64("gross x rate", below, "a", "b")
+    engine._check_int64("gross x rate", below.clear(), "a", "b")
