@@ -345,3 +345,9 @@ def test_a_product_at_the_int64_guard_is_refused() -> None:
     below = pl.DataFrame({"a": [2**16 - 1], "b": [2**47 - 1]})
     engine._check_int64("gross x rate", below, "a", "b")
     engine._check_int64("gross x rate", below.clear(), "a", "b")
+
+
+def test_a_negative_balance_is_refused_with_its_amount() -> None:
+    with pytest.raises(WorldError) as refused:
+        engine.recoup(-1, 0)
+    assert str(refused.value) == "a recoupment balance cannot be negative: -1"
