@@ -146,9 +146,22 @@ def prepare(tree: Path, target: Target) -> Path:
     return work
 
 
-def run_mutmut(work: Path, target: Target, max_children: int, quiet: bool) -> int:
+def unkilled(work: Path, target: Target) -> list[str]:
+    """The mutants of the last run that were not killed (to run again after new tests)."""
+    meta = work / "mutants" / (target.module + ".meta")
+    if not meta.exists():
+        return []
+    exit_codes: dict[str, int | None] = json.loads(meta.read_text("utf-8"))["exit_code_by_key"]
+    return sorted(
+        mutant
+        for mutant, code in exit_codes.items()
+        if code is None or STATUS.get(code) != "killed"
+    )
+
+
+def run_mutmut(work: Path, target: Target, max_children: int, quiet: bool, names: list[str]) -> int:
     mutmut = Path(sys.executable).parent / "mutmut"
-    command = [str(mutmut), "run", "--max-children", str(max_children), *target.mutants]
+    command = [str(mutmut), "run", "--max-children", str(max_children), *names]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     if quiet:
         done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
@@ -204,6 +217,10 @@ def check(work: Path, target: Target, mutant: str, tests: list[str]) -> int:
     if not mutants.is_dir():
         print(f"no mutants in {work}: run `./dev mutate {target.name}` first")
         return 2
+    known = json.loads((mutants / (target.module + ".meta")).read_text("utf-8"))
+    if mutant not in known["exit_code_by_key"]:  # an unknown name would run the original
+        print(f"{mutant} is not a mutant of {target.module} (see `mutmut results` in {work})")
+        return 2
     env = {**os.environ, "MUTANT_UNDER_TEST": mutant, "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
     done = subprocess.run([*command, *(tests or target.tests)], cwd=mutants, env=env)
@@ -223,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print mutmut's output on failure")
     parser.add_argument("--no-diffs", action="store_true", help="do not show survivors' diffs")
     parser.add_argument("--check", metavar="MUTANT", help="run tests against this mutant")
+    parser.add_argument(
+        "--rerun", action="store_true", help="run the last run's surviving mutants again"
+    )
     parser.add_argument("tests", nargs="*", help="with --check: the tests to run")
     args = parser.parse_intermixed_args(argv)
     tree: Path = args.tree.resolve()
@@ -238,7 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return check(tree / ".mutmut" / target.name, target, args.check, args.tests)
     work = prepare(tree, target)
-    code = run_mutmut(work, target, args.max_children, args.quiet)
+    names = list(target.mutants)
+    if args.rerun:
+        # mutmut keeps a cached verdict unless the mutant is named: name the survivors.
+        names = unkilled(work, target)
+        if target.mutants:
+            names = [n for n in names if any(fnmatch(n, glob) for glob in target.mutants)]
+        if not names:
+            names = list(target.mutants)
+    code = run_mutmut(work, target, args.max_children, args.quiet, names)
     if code != 0:
         print(f"mutmut run exited {code} in {work}")
         return 2
