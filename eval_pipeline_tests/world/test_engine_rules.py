@@ -351,3 +351,38 @@ def test_a_negative_balance_is_refused_with_its_amount() -> None:
     with pytest.raises(WorldError) as refused:
         engine.recoup(-1, 0)
     assert str(refused.value) == "a recoupment balance cannot be negative: -1"
+
+
+def test_div_round_rounds_half_to_even_unless_told_otherwise() -> None:
+    assert [engine.div_round(n, 2) for n in (5, 7, -5)] == [2, 4, -2]
+    assert [engine.div_round(n, 2, "half_up") for n in (5, 7, -5)] == [
+        3,
+        4,
+        -3,
+    ]  # ties away from zero
+
+
+def test_a_line_with_no_units_given_does_not_escalate() -> None:
+    """The units default to none counted: a threshold of 0 is not exceeded."""
+    line = engine.line_royalty_micro(
+        100, "USD", 1_000_000, 100_000, escalator_units=0, escalated_rate_ppm=200_000
+    )
+    assert line.rate_ppm == 100_000
+
+
+def test_the_period_frame_is_typed_even_when_empty() -> None:
+    schema = {"period": pl.String, "period_end": pl.Date, "period_index": pl.Int64}
+    assert engine.period_frame([]).schema == schema
+    assert engine.period_frame(["2025-02"]).rows() == [("2025-02", date(2025, 2, 28), 0)]
+
+
+def test_a_track_error_names_the_first_three_tracks() -> None:
+    with pytest.raises(WorldError) as refused:
+        engine.deals_in_force(
+            tracks(*((f"TRK-{n}", f"ISRC-{n}", "REL-9") for n in (4, 2, 3, 1))),
+            releases(("REL-9", "ART-9", date(2025, 1, 1))),
+            CONTRACTS,
+        )
+    assert str(refused.value) == (
+        "4 track(s) have no single contract in force at release, e.g. ['TRK-1', 'TRK-2', 'TRK-3']"
+    )
