@@ -355,6 +355,7 @@ def test_a_negative_balance_is_refused_with_its_amount() -> None:
 
 def test_div_round_rounds_half_to_even_unless_told_otherwise() -> None:
     assert [engine.div_round(n, 2) for n in (5, 7, -5)] == [2, 4, -2]
+    assert engine.div_round(7, 1) == 7  # the smallest divisor allowed
     assert [engine.div_round(n, 2, "half_up") for n in (5, 7, -5)] == [
         3,
         4,
