@@ -65,7 +65,6 @@ class BudgetState(FrozenRecord):
     reserved_usd: Decimal
     landed_usd: Decimal
     in_flight: int
-    refused: int
 
 
 class BudgetGate:
@@ -85,12 +84,10 @@ class BudgetGate:
         self._reserved: dict[int, Decimal] = {}
         self._reserved_total = Decimal(0)
         self._landed = Decimal(0)
-        self._refused = 0
         self._ids = itertools.count(1)
         self._settled: asyncio.Event | None = None
 
     def _refuse(self, amount_usd: Decimal, what: str) -> BudgetStoppedError:
-        self._refused += 1
         return BudgetStoppedError(
             f"budget stop for {what}: worst case ${amount_usd} on top of "
             f"${self._landed} landed and ${self._reserved_total} reserved "
@@ -140,5 +137,4 @@ class BudgetGate:
                 reserved_usd=self._reserved_total,
                 landed_usd=self._landed,
                 in_flight=len(self._reserved),
-                refused=self._refused,
             )

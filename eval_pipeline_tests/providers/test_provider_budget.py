@@ -155,7 +155,7 @@ def test_acquire_waits_for_in_flight_calls_instead_of_stopping() -> None:
         await asyncio.sleep(0)
         events.append("first lands")
         gate.settle(first, Decimal("0.1"))
-        await task
+        await asyncio.wait_for(task, 5)  # a waiter never woken fails here instead of hanging
         try:  # 0.1 landed + 0.95 cannot fit whatever the call in flight costs
             await gate.acquire(Decimal("0.95"))
         except BudgetStoppedError:
