@@ -96,6 +96,72 @@ def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> A
     return answer_key
 
 
+class WorldHandOff:
+    """The world and answer key one stage of a run stored, handed to the next stage of the
+    same run: read back from DuckDB (and re-fingerprinted) only when the warehouse now
+    records another fingerprint than the one handed over. The fixtures' blocking check
+    still reads and re-fingerprints both, so a change behind the run's back is caught."""
+
+    def __init__(self) -> None:
+        self._world: GeneratedWorld | None = None
+        self._answer_key: AnswerKey | None = None
+
+    def keep_world(self, world: GeneratedWorld) -> None:
+        self._world = world
+        self._answer_key = None
+
+    def keep_answer_key(self, answer_key: AnswerKey) -> None:
+        self._answer_key = answer_key
+
+    def world(self, conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
+        recorded = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE)["fingerprint"][0]
+        if self._world is None or self._world.fingerprint != recorded:
+            self.keep_world(load_world(conn))
+        assert self._world is not None
+        return self._world
+
+    def answer_key(self, conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
+        recorded = read_table(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE)["fingerprint"][0]
+        if self._answer_key is None or self._answer_key.fingerprint != recorded:
+            self._answer_key = load_answer_key(conn, world)
+        return self._answer_key
+
+
+def world_stage(
+    conn: duckdb.DuckDBPyConnection, config: object, hand_off: WorldHandOff
+) -> WorldSummary:
+    """The world asset: generate from the config and load into the `world` schema."""
+    from eval_pipeline.world import build_world
+
+    world = build_world(config)
+    summary = store_world(conn, world)
+    hand_off.keep_world(world)
+    return summary
+
+
+def answer_key_stage(
+    conn: duckdb.DuckDBPyConnection, hand_off: WorldHandOff
+) -> tuple[GeneratedWorld, AnswerKey, dict[str, int]]:
+    """The answer-key asset: the truth tables of the stored world, into `truth`."""
+    world = hand_off.world(conn)
+    answer_key = get_world_plugin(world.plugin).answer_key(world)
+    counts = store_answer_key(conn, answer_key)
+    hand_off.keep_answer_key(answer_key)
+    return world, answer_key, counts
+
+
+def fixtures_stage(
+    conn: duckdb.DuckDBPyConnection, root: Path, hand_off: WorldHandOff
+) -> FixtureSet:
+    """The fixtures asset: the suite of the stored world and answer key, frozen under
+    `root` and recorded as the current world's set."""
+    world = hand_off.world(conn)
+    answer_key = hand_off.answer_key(conn, world)
+    fixture_set = freeze_suite(world, answer_key, root)
+    record_fixture_set(conn, fixture_set)
+    return fixture_set
+
+
 def world_provenance(world: GeneratedWorld, answer_key: AnswerKey) -> WorldProvenance:
     return WorldProvenance(
         plugin=world.plugin,

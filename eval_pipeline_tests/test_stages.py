@@ -70,3 +70,48 @@ def test_loading_from_an_empty_warehouse_names_what_is_missing(
 ) -> None:
     with pytest.raises(WarehouseError, match=r"meta\.world_info"):
         stages.load_world(conn)
+
+
+def test_the_hand_off_gives_the_next_stage_the_stored_world_without_reading_it_back(
+    conn: duckdb.DuckDBPyConnection,
+    small: tuple[GeneratedWorld, AnswerKey],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world, answer_key = small
+    hand_off = stages.WorldHandOff()
+    stages.store_world(conn, world)
+    hand_off.keep_world(world)
+    stages.store_answer_key(conn, answer_key)
+    hand_off.keep_answer_key(answer_key)
+    read_backs: list[str] = []
+    monkeypatch.setattr(stages, "load_world", lambda c: read_backs.append("world"))
+    monkeypatch.setattr(stages, "load_answer_key", lambda c, w: read_backs.append("key"))
+    assert hand_off.world(conn) is world
+    assert hand_off.answer_key(conn, world) is answer_key
+    assert read_backs == []
+
+
+def test_the_hand_off_reads_back_when_the_warehouse_holds_another_world(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    world, answer_key = small
+    plugin = get_world_plugin("label")
+    other = plugin.generate(seed=22, scale=0.03)
+    hand_off = stages.WorldHandOff()
+    hand_off.keep_world(world)
+    hand_off.keep_answer_key(answer_key)
+    stages.store_world(conn, other)
+    stages.store_answer_key(conn, plugin.answer_key(other))
+    read = hand_off.world(conn)
+    assert read is not world and read.fingerprint == other.fingerprint
+    assert hand_off.answer_key(conn, read).fingerprint != answer_key.fingerprint
+
+
+def test_the_hand_off_still_refuses_a_tampered_world_it_must_read_back(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    world, _ = small
+    stages.store_world(conn, world)
+    conn.execute("UPDATE world.artists SET name = 'Someone Else' WHERE artist_id = 'ART-0001'")
+    with pytest.raises(WarehouseError, match="world tables do not match"):
+        stages.WorldHandOff().world(conn)

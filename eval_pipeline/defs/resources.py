@@ -6,8 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+from pydantic import PrivateAttr
 
 from eval_pipeline import paths
+from eval_pipeline.stages import WorldHandOff
 from eval_pipeline.warehouse import connect
 
 
@@ -15,6 +17,13 @@ class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The DuckDB warehouse file. One writer at a time: runs on one file are serialized."""
 
     path: str
+    _hand_off: WorldHandOff = PrivateAttr(default_factory=WorldHandOff)
+
+    @property
+    def hand_off(self) -> WorldHandOff:
+        """What one stage of this run hands the next (resources live once per run with the
+        in-process executor), so the world is read back once per run, not per asset."""
+        return self._hand_off
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -15,7 +15,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
 from eval_pipeline.fixtures.preview import category_preview_markdown
-from eval_pipeline.world import build_world, get_world_plugin, load_world_config
+from eval_pipeline.world import load_world_config
 from eval_pipeline.world.label.plugin import GENERATOR_VERSION, SUITE_VERSION
 
 
@@ -31,9 +31,8 @@ def world_asset(
 ) -> dg.MaterializeResult[None]:
     """The synthetic world, generated from one seed and loaded into the `world` schema."""
     config = load_world_config(Path(settings.world_config_path))
-    generated = build_world(config)
     with warehouse.connection() as conn:
-        summary = stages.store_world(conn, generated)
+        summary = stages.world_stage(conn, config, warehouse.hand_off)
     context.log.info(
         f"world {summary.plugin} seed={summary.seed} fingerprint={summary.fingerprint}"
     )
@@ -61,9 +60,7 @@ def world_asset(
 def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
     """Truth tables computed from the clean world data, kept in the `truth` schema."""
     with warehouse.connection() as conn:
-        world = stages.load_world(conn)
-        answer_key = get_world_plugin(world.plugin).answer_key(world)
-        counts = stages.store_answer_key(conn, answer_key)
+        world, answer_key, counts = stages.answer_key_stage(conn, warehouse.hand_off)
     return dg.MaterializeResult(
         metadata={
             "world_fingerprint": world.fingerprint,
@@ -87,10 +84,7 @@ def fixtures_asset(
 ) -> dg.MaterializeResult[None]:
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
     with warehouse.connection() as conn:
-        world = stages.load_world(conn)
-        answer_key = stages.load_answer_key(conn, world)
-        fixture_set = stages.freeze_suite(world, answer_key, Path(settings.fixtures_root))
-        stages.record_fixture_set(conn, fixture_set)
+        fixture_set = stages.fixtures_stage(conn, Path(settings.fixtures_root), warehouse.hand_off)
     manifest = fixture_set.manifest
     return dg.MaterializeResult(
         metadata={

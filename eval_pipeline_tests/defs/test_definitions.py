@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from eval_pipeline import stages
 from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
 from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
@@ -47,9 +48,14 @@ def _resources(home: Path, world_config: Path) -> dict[str, object]:
 
 
 def test_world_answer_key_fixtures_materialize_and_check_passes(
-    isolated_state: Path, small_world_config: Path
+    isolated_state: Path, small_world_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assets = [world_asset, answer_key_asset, fixtures_asset, fixtures_match_world]
+    read_backs: list[str] = []
+    load_world = stages.load_world
+    monkeypatch.setattr(
+        stages, "load_world", lambda conn: read_backs.append("world") or load_world(conn)
+    )
     with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
         result = dg.materialize(
             assets, instance=instance, resources=_resources(isolated_state, small_world_config)
@@ -59,6 +65,9 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
             event.asset_key.to_user_string() for event in result.get_asset_materialization_events()
         }
         assert materialized == {WORLD_ASSET, ANSWER_KEY_ASSET, FIXTURES_ASSET}
+        # The run hands the world from stage to stage: the answer key and the fixtures never
+        # read it back (the check reads it on its own, by design).
+        assert read_backs == []
         [check] = result.get_asset_check_evaluations()
         assert check.passed
         fixture_id = str(check.metadata["fixture_id"].value)
