@@ -127,6 +127,12 @@ def demo() -> None:
             err=True,
         )
         sys.exit(2 if all(failure.ours for failure in outcome.failures) else 1)
+    if outcome.skipped:
+        click.echo(
+            f"up to date, not run again ({len(outcome.skipped)}): {', '.join(outcome.skipped)}; "
+            "their latest results are shown (a changed config, code version or input re-runs "
+            "what it affects)"
+        )
     world = outcome.materializations.get("world", {})
     fixtures = outcome.materializations.get("fixtures", {})
     answer_key = outcome.materializations.get("answer_key", {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.defs.config_sources import config_sources, observe_configs_job
 from eval_pipeline.defs.experiment_assets import all_experiment_assets
 from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
 from eval_pipeline.defs.lane_assets import (
@@ -33,6 +34,7 @@ from eval_pipeline.defs.world_assets import (
 
 defs = dg.Definitions(
     assets=[
+        *config_sources,
         world_asset,
         answer_key_asset,
         fixtures_asset,
@@ -51,7 +53,7 @@ defs = dg.Definitions(
         *all_experiment_assets(),
     ],
     asset_checks=[fixtures_match_world],
-    jobs=[main_job, lanes_job, results_job],
+    jobs=[main_job, lanes_job, results_job, observe_configs_job],
     sensors=[model_configs_sensor],
     schedules=[nightly_schedule],
     resources=default_resources(),

@@ -3,13 +3,21 @@ and its parity report. Both re-read the spec at run time and refuse to run or re
 against an unregistered or altered spec, or another fixture set, whoever starts them (the
 CLI, the UI, a schedule)."""
 
+import hashlib
 import warnings
 from pathlib import Path
 
 import dagster as dg
 
 from eval_pipeline import paths
-from eval_pipeline.defs.keys import AGENT_WORLD_ASSET, EXPERIMENTS_GROUP, FIXTURES_ASSET
+from eval_pipeline.defs.keys import (
+    AGENT_WORLD_ASSET,
+    EXPERIMENTS_GROUP,
+    FIXTURES_ASSET,
+    MODEL_CONFIGS_SOURCE,
+    PRICE_BOOK_SOURCE,
+    SCORING_CONFIGS_SOURCE,
+)
 from eval_pipeline.defs.lane_assets import latest_path
 from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.experiments.arms import read_arm_result, run_arm
@@ -32,6 +40,7 @@ def parity_report_key(experiment: str) -> dg.AssetKey:
 def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     """The arm-scores asset (partitioned by arm) and the parity report of one spec."""
     experiment = spec.id
+    spec_version = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:16]
 
     # `backfill_policy` is beta in Dagster 1.13: its warning would print on every command
     # that loads the definitions; the single-run policy is what the arms rely on.
@@ -42,7 +51,15 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
             key=arm_scores_key(experiment),
             partitions_def=dg.StaticPartitionsDefinition(list(spec.arms())),
             group_name=EXPERIMENTS_GROUP,
-            deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET],
+            deps=[
+                FIXTURES_ASSET,
+                AGENT_WORLD_ASSET,
+                MODEL_CONFIGS_SOURCE,
+                PRICE_BOOK_SOURCE,
+                SCORING_CONFIGS_SOURCE,
+            ],
+            # The spec is part of what the arms compute: a changed spec is changed code.
+            code_version=f"arms-1/{spec_version}",
             description=f"{spec.title}: each arm run apart from the sweep and scored.",
             # Several arms may run in one run (a partition range): the main job runs them all at
             # once, which saves Dagster's per-run cost; each arm still lands as its partition.
@@ -98,7 +115,8 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     @dg.asset(
         key=parity_report_key(experiment),
         group_name=EXPERIMENTS_GROUP,
-        deps=[arm_scores_key(experiment)],
+        deps=[arm_scores_key(experiment), SCORING_CONFIGS_SOURCE],
+        code_version=f"parity-1/{spec_version}",
         description=f"{spec.title}: the paired comparison and its verdict.",
     )
     def parity(context: dg.AssetExecutionContext, tracking: MlflowTracking) -> dg.MaterializeResult:  # type: ignore[type-arg]

@@ -7,7 +7,9 @@ import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.defs.keys import (
+    MODEL_CONFIGS_SOURCE,
     PLANTED_LABELS_RECOVERED,
+    PRICE_BOOK_SOURCE,
     PROVIDER_CALIBRATION_ASSET,
     PROVIDERS_GROUP,
     WAREHOUSE_POOL,
@@ -15,6 +17,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.providers.calibration import (
+    CALIBRATION_PLAN,
     CALIBRATION_SIM_OPTIONS,
     PLANTED_CONFIGS,
     PlantedCalibration,
@@ -46,7 +49,8 @@ def _calibration_table(reports: list[PlantedCalibration]) -> str:
     group_name=PROVIDERS_GROUP,
     kinds={"duckdb"},
     pool=WAREHOUSE_POOL,
-    code_version="calibration-1",
+    deps=[MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
+    code_version=f"calibration-1/{CALIBRATION_PLAN}",
     check_specs=[
         dg.AssetCheckSpec(
             PLANTED_LABELS_RECOVERED,

@@ -80,6 +80,7 @@ def envelope_counts(
         *(parity_report_key(spec.id) for spec in scan_specs()[0]),
     ],
     pool=WAREHOUSE_POOL,
+    code_version="report-1",
     description=(
         "The report a person reads and `evalp audit` checks. Its lineage is the chain behind "
         "every number: the summary over the lanes' scores, records and runs, the fixtures and "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -20,6 +21,7 @@ import dagster as dg
 
 from eval_pipeline import paths, stages
 from eval_pipeline.crashpoints import crash_point
+from eval_pipeline.defs import up_to_date
 from eval_pipeline.defs.keys import (
     LANES_JOB,
     MAIN_JOB,
@@ -82,6 +84,8 @@ class JobOutcome:
     checks: dict[str, bool]
     failures: tuple[StepFailure, ...] = ()
     partition: str | None = None
+    skipped: bool = False
+    """Nothing in it was stale or missing: not run; its latest materializations stand."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ class MainJobOutcome:
     results: JobOutcome | None = None
     """The results job (summary, gate, tracking, report), after every lane partition
     succeeded (whether or not an experiment did)."""
+    skipped: tuple[str, ...] = ()
+    """The steps that were up to date and not run (in mission order)."""
 
 
 def _our_error_names() -> set[str]:
@@ -229,15 +235,75 @@ def run_sweep(
             return dataclasses.replace(outcome, results=results, success=results.success)
 
 
-def run_job(instance: dg.DagsterInstance, job: dg.JobDefinition, launched_by: str) -> JobOutcome:
-    """One unpartitioned job in process, quietly, tagged with the command that started it."""
-    return _job_outcome(
-        job.execute_in_process(
-            instance=instance,
-            raise_on_error=False,
-            tags={DEMO_TAG: launched_by},
-            run_config=QUIET,
+def run_job(
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    launched_by: str,
+    defs: dg.Definitions | None = None,
+    partition: str | None = None,
+) -> JobOutcome:
+    """One job in process, quietly, tagged with the command that started it. Given the
+    definitions, only what is stale or missing runs (with what is downstream of it in the
+    job); a job with nothing stale does not run and reports its stored results."""
+    selected = job.asset_layer.selected_asset_keys
+    selection = None
+    if defs is not None:
+        stale = up_to_date.stale_or_missing(defs, instance, selected, partition)
+        if not stale:
+            return _stored_outcome(instance, job, partition)
+        selection = up_to_date.with_downstream(defs, stale, selected)
+        if set(selection) == set(selected):
+            selection = None
+    result = job.execute_in_process(
+        instance=instance,
+        raise_on_error=False,
+        tags={DEMO_TAG: launched_by},
+        run_config=QUIET,
+        partition_key=partition,
+        asset_selection=selection,
+    )
+    return _job_outcome(result, partition=partition)
+
+
+def _stored_outcome(
+    instance: dg.DagsterInstance, job: dg.JobDefinition, partition: str | None
+) -> JobOutcome:
+    layer = job.asset_layer
+    check_keys = [
+        key
+        for key in layer.asset_graph.asset_check_keys
+        if key.asset_key in layer.selected_asset_keys
+    ]
+    return _stored_assets(instance, layer.selected_asset_keys, partition, check_keys)
+
+
+def _stored_assets(
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    partition: str | None,
+    check_keys: Iterable[dg.AssetCheckKey] = (),
+) -> JobOutcome:
+    stored = up_to_date.stored_result(instance, keys, check_keys, partition)
+    failed = sorted(name for name, passed in stored.checks.items() if not passed)
+    # Nothing changed since these checks failed: the verdict stands, and so does the failure.
+    failures = tuple(
+        StepFailure(
+            step=", ".join(sorted(stored.materializations)),
+            message=f"up to date, not run again; its blocking check(s) {', '.join(failed)} "
+            f"failed in run {', '.join(stored.run_ids)}",
+            ours=False,
         )
+        for _ in [failed]
+        if failed
+    )
+    return JobOutcome(
+        run_id=stored.run_ids[0] if stored.run_ids else "",
+        success=not failures,
+        materializations=stored.materializations,
+        checks=stored.checks,
+        failures=failures,
+        partition=partition,
+        skipped=True,
     )
 
 
@@ -273,28 +339,39 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
         with dg.DagsterInstance.get() as instance:
             recovery = recover_after_crash(instance)
             crash_point("demo.recovered")
+            up_to_date.observe_configs(defs, instance, QUIET)
             shown.step("main job: world, answer key, fixtures, calibration")
-            result = job.execute_in_process(
-                instance=instance,
-                raise_on_error=False,
-                tags={DEMO_TAG: "evalp demo"},
-                run_config=QUIET,
-            )
-            outcome = _outcome(result, home, warnings, recovery)
+            main = run_job(instance, job, "evalp demo", defs)
+            outcome = _outcome(main, home, warnings, recovery)
             if not outcome.success:
                 return outcome
-            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB), sweep, shown)
+            lanes = run_sweep_partitions(
+                instance, defs.resolve_job_def(LANES_JOB), sweep, shown, defs
+            )
             if not all(lane.success for lane in lanes):
                 return dataclasses.replace(outcome, lanes=lanes, success=False)
-            experiments = tuple(run_registered_experiment(instance, spec, shown) for spec in specs)
+            experiments = tuple(
+                run_registered_experiment(instance, spec, shown, defs) for spec in specs
+            )
             shown.step("results: summary, gate, tracking, report")
-            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp demo")
+            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp demo", defs)
+            skipped = [
+                *(["main job"] if main.skipped else []),
+                *(f"lanes {lane.partition}" for lane in lanes if lane.skipped),
+                *(
+                    f"experiment {e.experiment}"
+                    for e in experiments
+                    if e.runs and all(run.skipped for run in e.runs)
+                ),
+                *(["results"] if results.skipped else []),
+            ]
             return dataclasses.replace(
                 outcome,
                 lanes=lanes,
                 experiments=experiments,
                 results=results,
                 success=results.success and all(e.success for e in experiments),
+                skipped=tuple(skipped),
             )
 
 
@@ -310,9 +387,11 @@ def run_sweep_partitions(
     lanes_job: dg.JobDefinition,
     sweep: SweepConfig | None = None,
     progress: MissionProgress | None = None,
+    defs: dg.Definitions | None = None,
 ) -> tuple[JobOutcome, ...]:
     """Every (model, seed) partition of the sweep through the lanes job, one run each, after
-    registering the sweep's models as partitions."""
+    registering the sweep's models as partitions; given the definitions, a partition with
+    nothing stale or missing is skipped."""
     sweep = sweep or load_sweep_config()
     shown = progress or NoProgress()
     if instance.event_log_storage.get_concurrency_info(MODEL_CALLS_POOL).slot_count <= 1:
@@ -326,21 +405,13 @@ def run_sweep_partitions(
         for seed in sweep.seeds:
             key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
             shown.step(f"lanes: {model} seed {seed}")
-            result = lanes_job.execute_in_process(
-                instance=instance,
-                partition_key=key,
-                raise_on_error=False,
-                tags={DEMO_TAG: "evalp demo"},
-                run_config=QUIET,
-            )
-            outcomes.append(_job_outcome(result, partition=str(key)))
+            outcomes.append(run_job(instance, lanes_job, "evalp demo", defs, str(key)))
     return tuple(outcomes)
 
 
 def _outcome(
-    result: dg.ExecuteInProcessResult, home: Path, warnings: list[str], recovery: Recovery
+    job: JobOutcome, home: Path, warnings: list[str], recovery: Recovery
 ) -> MainJobOutcome:
-    job = _job_outcome(result)
     return MainJobOutcome(
         run_id=job.run_id,
         success=job.success,
@@ -380,7 +451,10 @@ def _job_outcome(result: dg.ExecuteInProcessResult, partition: str | None = None
 
 
 def run_registered_experiment(
-    instance: dg.DagsterInstance, spec: ExperimentSpec, progress: MissionProgress
+    instance: dg.DagsterInstance,
+    spec: ExperimentSpec,
+    progress: MissionProgress,
+    defs: dg.Definitions | None = None,
 ) -> ExperimentOutcome:
     """Register the spec if it is new (before any of its results exist), refuse it if it
     changed since its registration or names another fixture set, else run it."""
@@ -406,7 +480,7 @@ def run_registered_experiment(
         for _ in range(2):
             progress.step(f"{spec.id}: refused")
         return ExperimentOutcome(experiment=spec.id, refused=str(error))
-    runs = run_experiment(spec.id, instance=instance, progress=progress)
+    runs = run_experiment(spec.id, instance=instance, progress=progress, defs=defs)
     return ExperimentOutcome(
         experiment=spec.id,
         runs=runs,
@@ -420,16 +494,22 @@ def run_experiment(
     *,
     instance: dg.DagsterInstance | None = None,
     progress: MissionProgress | None = None,
+    defs: dg.Definitions | None = None,
 ) -> tuple[JobOutcome, ...]:
     """Every arm of a registered experiment (one Dagster run over the range of its arm
     partitions), then its parity report, on `instance` (default: the one in DAGSTER_HOME).
-    The caller checked the registration; each asset checks it again."""
+    The caller checked the registration; each asset checks it again. Given the definitions,
+    an experiment whose arms and report are all up to date is not run again."""
     if instance is None:
         home = paths.prepared_dagster_home()
         os.environ["DAGSTER_HOME"] = str(home)
         with dg.DagsterInstance.get() as opened:
             return run_experiment(experiment, instance=opened, progress=progress)
-    from eval_pipeline.defs.experiment_assets import experiment_assets
+    from eval_pipeline.defs.experiment_assets import (
+        arm_scores_key,
+        experiment_assets,
+        parity_report_key,
+    )
     from eval_pipeline.defs.resources import default_resources
     from eval_pipeline.experiments.spec import load_spec
 
@@ -439,6 +519,23 @@ def run_experiment(
     resources = default_resources()
     tags = {DEMO_TAG: f"evalp experiment run {experiment}"}
     arms = list(spec.arms())
+    if (
+        defs is not None
+        and not any(
+            up_to_date.stale_or_missing(defs, instance, [arm_scores_key(experiment)], arm)
+            for arm in arms
+        )
+        and not up_to_date.stale_or_missing(defs, instance, [parity_report_key(experiment)])
+    ):
+        shown.step(f"{experiment}: arms up to date")
+        shown.step(f"{experiment}: parity report up to date")
+        return tuple(
+            _stored_assets(instance, [key], partition)
+            for key, partition in (
+                (arm_scores_key(experiment), arms[-1]),
+                (parity_report_key(experiment), None),
+            )
+        )
     shown.step(f"{experiment}: arms {', '.join(arms)}")
     result = dg.materialize(
         [arm_asset],

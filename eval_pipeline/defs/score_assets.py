@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline import paths
+from eval_pipeline.config_versions import CONFIG_FAMILIES
 from eval_pipeline.defs.keys import (
     GATE_READS_PRODUCT_LANE,
     LANES_GROUP,
@@ -18,7 +19,9 @@ from eval_pipeline.defs.keys import (
     PRODUCT_LANE_RECORDS_ASSET,
     PRODUCT_LANE_SCORES_ASSET,
     RESULTS_GROUP,
+    SCORING_CONFIGS_SOURCE,
     SHIP_GATE_ASSET,
+    SWEEP_CONFIG_SOURCE,
     SWEEP_SUMMARY_ASSET,
     WAREHOUSE_POOL,
 )
@@ -56,6 +59,8 @@ from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
 from eval_pipeline.scoring.store import read_scores
 
 SCORES_CODE_VERSION = "scores-1"
+GATE_CODE_VERSION = "gate-2"
+"""gate-2: the observed config files upstream are not part of the input check."""
 SCORES_LANE: Mapping[str, Lane] = {
     MODEL_LANE_SCORES_ASSET: "model",
     PRODUCT_LANE_SCORES_ASSET: "product",
@@ -120,7 +125,7 @@ def _partition_metadata(
     name=MODEL_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[MODEL_LANE_RECORDS_ASSET],
+    deps=[MODEL_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -140,7 +145,7 @@ def model_lane_scores_asset(
     name=PRODUCT_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[PRODUCT_LANE_RECORDS_ASSET],
+    deps=[PRODUCT_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -159,7 +164,7 @@ def product_lane_scores_asset(
 @dg.asset(
     name=SWEEP_SUMMARY_ASSET,
     group_name=RESULTS_GROUP,
-    deps=[MODEL_LANE_SCORES_ASSET, PRODUCT_LANE_SCORES_ASSET],
+    deps=[MODEL_LANE_SCORES_ASSET, PRODUCT_LANE_SCORES_ASSET, SWEEP_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     code_version=SCORES_CODE_VERSION,
 )
@@ -232,17 +237,19 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
     @dg.asset(
         name=SHIP_GATE_ASSET,
         group_name=RESULTS_GROUP,
-        deps=[source],
+        deps=[source, SCORING_CONFIGS_SOURCE],
         pool=WAREHOUSE_POOL,
         check_specs=specs,
-        code_version=SCORES_CODE_VERSION,
+        code_version=GATE_CODE_VERSION,
     )
     def ship_gate(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         """Whether the candidates ship, by the rules in configs/gate.yaml, from the product
         lane alone; each rule is a blocking check carrying its numbers."""
-        declared = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)
+        # The observed config files (the gate's rules, baselines) are not data it reads.
+        upstream = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)
+        declared = [key for key in upstream if key not in CONFIG_FAMILIES]
         lane = SCORES_LANE.get(source)
         with warehouse.connection() as conn:
             rows: list[CaseScore] = read_scores(conn, lane=lane) if lane else []
@@ -254,6 +261,9 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
             severity=dg.AssetCheckSeverity.ERROR,
             metadata={
                 "declared_upstream": dg.MetadataValue.json(declared),
+                "configs_observed": dg.MetadataValue.json(
+                    [key for key in upstream if key in CONFIG_FAMILIES]
+                ),
                 "lanes_in_rows_read": dg.MetadataValue.json(lanes_read),
                 "rows_read": len(rows),
                 "required": f"upstream [{PRODUCT_LANE_SCORES_ASSET}], rows of the "

@@ -48,6 +48,7 @@ class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
     group_name=RESULTS_GROUP,
     deps=[SWEEP_SUMMARY_ASSET],
     pool=WAREHOUSE_POOL,
+    code_version="tracking-1",
 )
 def sweep_tracking_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking

@@ -10,6 +10,7 @@ from eval_pipeline.defs.keys import (
     FIXTURES_ASSET,
     WAREHOUSE_POOL,
     WORLD_ASSET,
+    WORLD_CONFIG_SOURCE,
     WORLD_GROUP,
 )
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
@@ -23,6 +24,7 @@ from eval_pipeline.world.label.plugin import GENERATOR_VERSION, SUITE_VERSION
     name=WORLD_ASSET,
     group_name=WORLD_GROUP,
     kinds={"polars", "duckdb"},
+    deps=[WORLD_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     code_version=f"{GENERATOR_VERSION}",
 )
@@ -37,6 +39,7 @@ def world_asset(
         f"world {summary.plugin} seed={summary.seed} fingerprint={summary.fingerprint}"
     )
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(summary.fingerprint),
         metadata={
             "plugin": summary.plugin,
             "seed": summary.seed,
@@ -45,7 +48,7 @@ def world_asset(
             "row_counts": dg.MetadataValue.json(dict(summary.row_counts)),
             "dagster/row_count": sum(summary.row_counts.values()),
             "warehouse": dg.MetadataValue.path(warehouse.path),
-        }
+        },
     )
 
 
@@ -62,12 +65,13 @@ def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]
     with warehouse.connection() as conn:
         world, answer_key, counts = stages.answer_key_stage(conn, warehouse.hand_off)
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(answer_key.fingerprint),
         metadata={
             "world_fingerprint": world.fingerprint,
             "answer_key_fingerprint": answer_key.fingerprint,
             "row_counts": dg.MetadataValue.json(counts),
             "dagster/row_count": sum(counts.values()),
-        }
+        },
     )
 
 
@@ -87,6 +91,7 @@ def fixtures_asset(
         fixture_set = stages.fixtures_stage(conn, Path(settings.fixtures_root), warehouse.hand_off)
     manifest = fixture_set.manifest
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(manifest.fixture_id),
         metadata={
             "fixture_id": manifest.fixture_id,
             "path": dg.MetadataValue.path(str(fixture_set.path)),
@@ -95,7 +100,7 @@ def fixtures_asset(
             "dagster/row_count": manifest.case_count,
             "core_cases": manifest.core_count,
             "categories": dg.MetadataValue.md(category_preview_markdown(fixture_set)),
-        }
+        },
     )
 
 

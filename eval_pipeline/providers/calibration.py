@@ -116,6 +116,8 @@ PLANTED_CONFIGS: tuple[str, ...] = ("sim-planted", "sim-planted-anthropic")
 SIM_KEY_ENV = "EVALP_SIM_API_KEY"
 # The simulated provider answers Retry-After quickly so a calibration run takes seconds.
 CALIBRATION_SIM_OPTIONS = {"planted": {"retry_after_s": 0, "retry_after_ms": 20}}
+CALIBRATION_PLAN = f"planted-{PLANTED_COUNT}/{'+'.join(PLANTED_CONFIGS)}/{PLANTED_EXPECTED}"
+"""What the calibration asks: part of its asset's code version, so a new plan re-runs it."""
 
 
 async def calibrate_planted_configs(

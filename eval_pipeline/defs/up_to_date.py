@@ -1,0 +1,127 @@
+"""What the mission can skip: assets whose code, configs and inputs did not change.
+
+Dagster decides: every asset has a code version, the world, answer key and fixtures carry
+their fingerprints as data versions, the other assets get data versions Dagster derives from
+their code and inputs, and the config files are observed source assets
+(`defs.config_sources`). An asset is run again when it is missing or stale (its code
+version, an input's data version or an observed config changed since it was materialized);
+one that is fresh is skipped and its latest materialization stands for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.definitions.temporal_context import TemporalContext
+from dagster._core.events import DagsterEventType
+from dagster._time import get_current_datetime
+
+from eval_pipeline.defs.keys import OBSERVE_CONFIGS_JOB
+
+# The stale-status resolver is the one Dagster's UI and `stale_assets_only` run requests use;
+# it is not exported from `dagster` itself, hence the private imports above (pinned version).
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A skipped step's assets as their latest materializations left them."""
+
+    run_ids: tuple[str, ...]
+    materializations: dict[str, dict[str, object]]
+    checks: dict[str, bool]
+
+
+def observe_configs(
+    defs: dg.Definitions, instance: dg.DagsterInstance, run_config: Mapping[str, Any]
+) -> None:
+    """Record the config files' current versions (a short observation run)."""
+    job = defs.resolve_job_def(OBSERVE_CONFIGS_JOB)
+    result = job.execute_in_process(instance=instance, raise_on_error=True, run_config=run_config)
+    if not result.success:
+        raise RuntimeError("observing the config files failed; see the run in the Dagster UI")
+
+
+def stale_or_missing(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    partition: str | None = None,
+) -> list[dg.AssetKey]:
+    """The assets among `keys` (at `partition`, for partitioned ones) that must run."""
+    graph = defs.resolve_asset_graph()
+    view = AssetGraphView(
+        temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+        instance=instance,
+        asset_graph=graph,
+    )
+    resolver = CachingStaleStatusResolver(instance, graph, view)
+    return [
+        key
+        for key in keys
+        if resolver.get_status(key, partition if graph.get(key).is_partitioned else None)
+        in (StaleStatus.STALE, StaleStatus.MISSING)
+    ]
+
+
+def with_downstream(
+    defs: dg.Definitions, keys: Sequence[dg.AssetKey], within: Iterable[dg.AssetKey]
+) -> list[dg.AssetKey]:
+    """`keys` and everything downstream of them among `within` (what a re-run may change)."""
+    graph = defs.resolve_asset_graph()
+    allowed = set(within)
+    chosen: set[dg.AssetKey] = set()
+    pending = list(keys)
+    while pending:
+        key = pending.pop()
+        if key in chosen or key not in allowed:
+            continue
+        chosen.add(key)
+        pending.extend(graph.get(key).child_keys)
+    return sorted(chosen, key=lambda key: key.to_user_string())
+
+
+def stored_result(
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    check_keys: Iterable[dg.AssetCheckKey] = (),
+    partition: str | None = None,
+) -> StoredResult:
+    """The latest materialization of each of `keys` (at `partition`) and the latest result
+    of each check: what a skipped step reports instead of running."""
+    materializations: dict[str, dict[str, object]] = {}
+    run_ids: list[str] = []
+    for key in keys:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=key, asset_partitions=[partition] if partition else None
+            ),
+            limit=1,
+        ).records
+        if not records or records[0].asset_materialization is None:
+            continue
+        record = records[0]
+        materialization = record.asset_materialization
+        assert materialization is not None
+        materializations[key.to_user_string()] = {
+            name: value.value for name, value in materialization.metadata.items()
+        }
+        if record.run_id not in run_ids:
+            run_ids.append(record.run_id)
+    executions = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        list(check_keys)
+    )
+    checks = {}
+    for check_key, execution in executions.items():
+        event = execution.event
+        dagster_event = None if event is None else event.dagster_event
+        if (
+            dagster_event is not None
+            and dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+        ):
+            checks[check_key.name] = dagster_event.asset_check_evaluation_data.passed
+    return StoredResult(tuple(run_ids), materializations, checks)
