@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     args = parser.parse_args()
 
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.journal import read_records
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.records import TraceEvent
@@ -61,10 +61,10 @@ def main() -> int:
     world = LabelWorld().generate(seed, 1.0)
     key = LabelWorld().answer_key(world)
     conn = connect(work / "warehouse.duckdb")
-    stages.store_world(conn, world)
+    world_stages.store_world(conn, world)
     conn.close()
     agent_db = build_agent_world_db(work / "warehouse.duckdb", work / "agent")
-    fixture_set = stages.freeze_suite(world, key, work / "fixtures")
+    fixture_set = world_stages.freeze_suite(world, key, work / "fixtures")
 
     results: dict[str, dict[str, float]] = {}
     with running_sim() as sim, LabelToolbox(agent_db) as toolbox:

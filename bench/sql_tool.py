@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.sql_tool import ROW_LIMIT, AgentSql
 from eval_pipeline.warehouse import connect
@@ -105,8 +105,8 @@ def default_warehouse(folder: Path) -> Path:
     path = folder / "warehouse.duckdb"
     conn = connect(path)
     try:
-        stages.store_world(conn, world)
-        stages.store_answer_key(conn, plugin.answer_key(world))
+        world_stages.store_world(conn, world)
+        world_stages.store_answer_key(conn, plugin.answer_key(world))
     finally:
         conn.close()
     return path

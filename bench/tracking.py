@@ -34,7 +34,7 @@ def main() -> int:
     models = args.models.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
 
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.journal import read_records
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.records import LaneIdentity
@@ -54,10 +54,10 @@ def main() -> int:
     world = LabelWorld().generate(seed, 1.0)
     key = LabelWorld().answer_key(world)
     conn = connect(work / "warehouse.duckdb")
-    stages.store_world(conn, world)
+    world_stages.store_world(conn, world)
     conn.close()
     agent_db = build_agent_world_db(work / "warehouse.duckdb", work / "agent")
-    fixture_set = stages.freeze_suite(world, key, work / "fixtures")
+    fixture_set = world_stages.freeze_suite(world, key, work / "fixtures")
     judge = load_judge()
     configs = scan_model_configs().require([*models, judge.model])
     configurations = [

@@ -25,22 +25,22 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
     DuckDB), the answer-key stage and the fixtures stage (suite, freeze) on the world the
     run hands from stage to stage, then the fixtures' blocking check (which reads the
     world and answer key back and re-fingerprints them). Fresh process, nothing cached."""
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.paths import default_world_config
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world import load_world_config
 
     config = load_world_config(default_world_config(), seed=20260101, scale=scale)
-    hand_off = stages.WorldHandOff()
+    hand_off = world_stages.WorldHandOff()
     conn = connect(warehouse)
     started = time.perf_counter()
-    summary = stages.world_stage(conn, config, hand_off)
+    summary = world_stages.world_stage(conn, config, hand_off)
     generated = time.perf_counter()
-    stages.answer_key_stage(conn, hand_off)
+    world_stages.answer_key_stage(conn, hand_off)
     keyed = time.perf_counter()
-    fixture_set = stages.fixtures_stage(conn, warehouse.parent / "fixtures", hand_off)
+    fixture_set = world_stages.fixtures_stage(conn, warehouse.parent / "fixtures", hand_off)
     frozen = time.perf_counter()
-    match = stages.check_fixtures_match_world(conn)
+    match = world_stages.check_fixtures_match_world(conn)
     checked = time.perf_counter()
     conn.close()
     if not match.matches:

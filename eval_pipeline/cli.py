@@ -14,7 +14,7 @@ from eval_pipeline import paths
 from eval_pipeline.errors import EvalPipelineError
 
 if TYPE_CHECKING:
-    from eval_pipeline.defs.runner import JobOutcome
+    from eval_pipeline.mission.runner import JobOutcome
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,8 +102,8 @@ def demo() -> None:
     calibration, both lanes for every model and seed of the sweep, its registered
     experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
     killed earlier demo left behind)."""
-    from eval_pipeline.defs.runner import run_main_job
-    from eval_pipeline.mission_display import MissionBar
+    from eval_pipeline.mission.display import MissionBar
+    from eval_pipeline.mission.runner import run_main_job
 
     bar = MissionBar()
     try:
@@ -168,7 +168,7 @@ def demo() -> None:
     click.echo(f"  warehouse    {paths.warehouse_path()}  (schemas world, truth, meta, runs)")
     click.echo(f"  dagster home {outcome.dagster_home}")
     if outcome.results is not None:
-        from eval_pipeline.mission_display import (
+        from eval_pipeline.mission.display import (
             echo_experiments,
             echo_gate,
             echo_headline,
@@ -485,15 +485,15 @@ def experiment_register(experiment_id: str) -> None:
 def experiment_run(experiment_id: str) -> None:
     """Run both arms (one Dagster run per arm partition) and write the parity report;
     refuses an unregistered or altered spec, or another fixture set."""
-    from eval_pipeline import stages
-    from eval_pipeline.defs.runner import run_experiment
+    from eval_pipeline import world_stages
     from eval_pipeline.experiments.registry import require_registration
     from eval_pipeline.experiments.spec import load_spec, resolve
+    from eval_pipeline.mission.runner import run_experiment
     from eval_pipeline.tracking.store import default_store, open_client
 
     spec = load_spec(experiment_id)
     material, _, _ = resolve(spec)
-    fixture_id = stages.current_fixture_set(paths.warehouse_path()).fixture_id
+    fixture_id = world_stages.current_fixture_set(paths.warehouse_path()).fixture_id
     registration = require_registration(open_client(default_store()), spec, material, fixture_id)
     click.echo(f"{experiment_id}: registration {registration.run_id} holds; running the arms")
     outcomes = run_experiment(experiment_id)
@@ -521,7 +521,7 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
     """Both lanes for each model × seed on the fixture set the main job froze, then scores,
     the gate, tracking and the report; real providers read their keys from the environment.
     The plan (calls and worst-case cost) is printed first."""
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.lanes.sweep_plan import plan_sweep
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.harness import utc_today
@@ -535,7 +535,7 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
     judge = load_judge()
     scan = scan_model_configs()
     configs = scan.require([*names, judge.model])
-    fixture_set = stages.current_fixture_set(paths.warehouse_path())
+    fixture_set = world_stages.current_fixture_set(paths.warehouse_path())
     plan = plan_sweep(
         [configs[name] for name in names],
         seed_list,
@@ -568,8 +568,8 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
             + ", ".join(sorted(set(plan.missing_keys.values())))
             + " in the environment"
         )
-    from eval_pipeline.defs.runner import run_sweep
-    from eval_pipeline.mission_display import MissionBar, echo_gate, echo_headline
+    from eval_pipeline.mission.display import MissionBar, echo_gate, echo_headline
+    from eval_pipeline.mission.runner import run_sweep
 
     bar = MissionBar()
     try:
@@ -599,7 +599,7 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
 )
 def world(config_path: Path | None, seed: int | None, scale: float | None, load: bool) -> None:
     """Generate a world and print its row counts and fingerprint."""
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world import build_world, load_world_config
 
@@ -614,7 +614,7 @@ def world(config_path: Path | None, seed: int | None, scale: float | None, load:
     if load:
         conn = connect(paths.warehouse_path())
         try:
-            stages.store_world(conn, generated)
+            world_stages.store_world(conn, generated)
         finally:
             conn.close()
         click.echo(f"loaded into {paths.warehouse_path()} (schema world)")
@@ -637,13 +637,15 @@ def fixtures() -> None:
 )
 def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path | None) -> None:
     """Generate the world and its answer key, build the suite and freeze it."""
-    from eval_pipeline import stages
+    from eval_pipeline import world_stages
     from eval_pipeline.world import build_world, get_world_plugin, load_world_config
 
     config = load_world_config(config_path or paths.default_world_config(), seed=seed)
     generated = build_world(config)
     answer_key = get_world_plugin(generated.plugin).answer_key(generated)
-    fixture_set = stages.freeze_suite(generated, answer_key, out_root or paths.fixtures_root())
+    fixture_set = world_stages.freeze_suite(
+        generated, answer_key, out_root or paths.fixtures_root()
+    )
     manifest = fixture_set.manifest
     click.echo(
         f"froze {manifest.case_count} cases ({manifest.core_count} core) "

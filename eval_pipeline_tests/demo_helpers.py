@@ -20,7 +20,7 @@ from eval_pipeline import paths
 from eval_pipeline.crashpoints import CRASH_ENV
 from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs, load_fixtures
 from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.warehouse import JOURNAL_NAME, pending_journals, read_envelopes
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journals, read_envelopes
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 SMALL_WORLD = "plugin: label\nseed: 11\nscale: 0.05\n"

@@ -28,7 +28,7 @@ import duckdb
 
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
-from eval_pipeline.providers.warehouse import TABLE as ENVELOPES
+from eval_pipeline.providers.envelope_store import TABLE as ENVELOPES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import (
     ExperimentNumberRef,

@@ -13,9 +13,9 @@ import dagster as dg
 from eval_pipeline import paths
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.sessions import SIM_API_KEY, session_for
-from eval_pipeline.providers.warehouse import JOURNAL_NAME
 from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle, running_sim
 
 

@@ -24,8 +24,8 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME
 from eval_pipeline.providers.sessions import session_for
-from eval_pipeline.providers.warehouse import JOURNAL_NAME
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 

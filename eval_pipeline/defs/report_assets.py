@@ -9,7 +9,7 @@ import dagster as dg
 import duckdb
 from pydantic import ValidationError
 
-from eval_pipeline import paths, stages
+from eval_pipeline import paths, world_stages
 from eval_pipeline.defs.experiment_assets import parity_report_key
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
@@ -95,7 +95,7 @@ def sweep_report_asset(
     from eval_pipeline.report.sweep import build_sweep_report, headline_table
 
     with warehouse.connection() as conn:
-        fixture_set = load_fixtures(stages.recorded_fixture_path(conn))
+        fixture_set = load_fixtures(world_stages.recorded_fixture_path(conn))
         scores = [s for s in read_scores(conn) if s.fixture_id == fixture_set.fixture_id]
         identities = read_identities(conn)
     if not scores:

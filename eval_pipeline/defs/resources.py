@@ -9,8 +9,8 @@ import duckdb
 from pydantic import PrivateAttr
 
 from eval_pipeline import paths
-from eval_pipeline.stages import WorldHandOff
 from eval_pipeline.warehouse import connect
+from eval_pipeline.world_stages import WorldHandOff
 
 
 class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -31,7 +31,7 @@ from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.report.headline import headline_text
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores, summary_markdown
 from eval_pipeline.scoring.gate import (

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import PrivateAttr
 
-from eval_pipeline import paths, stages
+from eval_pipeline import paths, world_stages
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_SUMMARY_ASSET,
@@ -57,7 +57,7 @@ def sweep_tracking_asset(
     store = tracking.store()
     client = tracking.client()
     with warehouse.connection() as conn:
-        fixture_set = load_fixtures(stages.recorded_fixture_path(conn))
+        fixture_set = load_fixtures(world_stages.recorded_fixture_path(conn))
         scores = [s for s in read_scores(conn) if s.fixture_id == fixture_set.fixture_id]
         identities = read_identities(conn)
     if not scores:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.defs.keys import (
     ANSWER_KEY_ASSET,
     FIXTURES_ASSET,
@@ -17,7 +17,7 @@ from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
 from eval_pipeline.fixtures.preview import category_preview_markdown
 from eval_pipeline.world import load_world_config
-from eval_pipeline.world.label.plugin import GENERATOR_VERSION, SUITE_VERSION
+from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
 
 
 @dg.asset(
@@ -34,7 +34,7 @@ def world_asset(
     """The synthetic world, generated from one seed and loaded into the `world` schema."""
     config = load_world_config(Path(settings.world_config_path))
     with warehouse.connection() as conn:
-        summary = stages.world_stage(conn, config, warehouse.hand_off)
+        summary = world_stages.world_stage(conn, config, warehouse.hand_off)
     context.log.info(
         f"world {summary.plugin} seed={summary.seed} fingerprint={summary.fingerprint}"
     )
@@ -63,7 +63,7 @@ def world_asset(
 def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
     """Truth tables computed from the clean world data, kept in the `truth` schema."""
     with warehouse.connection() as conn:
-        world, answer_key, counts = stages.answer_key_stage(conn, warehouse.hand_off)
+        world, answer_key, counts = world_stages.answer_key_stage(conn, warehouse.hand_off)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(answer_key.fingerprint),
         metadata={
@@ -88,7 +88,9 @@ def fixtures_asset(
 ) -> dg.MaterializeResult[None]:
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
     with warehouse.connection() as conn:
-        fixture_set = stages.fixtures_stage(conn, Path(settings.fixtures_root), warehouse.hand_off)
+        fixture_set = world_stages.fixtures_stage(
+            conn, Path(settings.fixtures_root), warehouse.hand_off
+        )
     manifest = fixture_set.manifest
     return dg.MaterializeResult(
         data_version=dg.DataVersion(manifest.fixture_id),
@@ -109,7 +111,7 @@ def fixtures_match_world(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """The frozen fixtures verify by hash and were built from the world in the warehouse."""
     with warehouse.connection() as conn:
         try:
-            match = stages.check_fixtures_match_world(conn)
+            match = world_stages.check_fixtures_match_world(conn)
         except FixtureIntegrityError as error:
             # A tampered or missing set is this check's failure, shown with its cause.
             return dg.AssetCheckResult(

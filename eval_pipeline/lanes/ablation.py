@@ -164,7 +164,7 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
     starting the simulated provider when the model or the judge is one of its profiles."""
     import asyncio
 
-    from eval_pipeline import paths, stages
+    from eval_pipeline import paths, world_stages
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.sessions import session_for
@@ -173,7 +173,7 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
     judge = load_judge()
     configs = scan_model_configs().require([model, judge.model])
     warehouse = paths.warehouse_path()
-    fixture_set = stages.current_fixture_set(warehouse)
+    fixture_set = world_stages.current_fixture_set(warehouse)
     agent_db = build_agent_world_db(warehouse, paths.agent_world_dir())
     root = paths.var_dir() / "ablation"
     with session_for(

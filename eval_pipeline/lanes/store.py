@@ -20,7 +20,7 @@ import polars as pl
 from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.records import CaseRun, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
-from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.warehouse import has_table
 
 CASE_RUNS = "runs.case_runs"

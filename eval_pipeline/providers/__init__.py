@@ -93,6 +93,11 @@ if TYPE_CHECKING:
         load_model_configs,
     )
     from eval_pipeline.providers.envelope import CallEnvelope
+    from eval_pipeline.providers.envelope_store import (
+        infra_error_calls,
+        load_journal,
+        read_envelopes,
+    )
     from eval_pipeline.providers.harness import CallResult, CallSession, CallTag, ModelClient
     from eval_pipeline.providers.labels import (
         LabelSummary,
@@ -110,11 +115,6 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
         actionable,
-    )
-    from eval_pipeline.providers.warehouse import (
-        infra_error_calls,
-        load_journal,
-        read_envelopes,
     )
 
 

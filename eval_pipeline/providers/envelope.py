@@ -2,7 +2,7 @@
 
 The journal is a JSON-lines file per run, opened for append and flushed after every line,
 so a crash loses nothing that landed; it is loaded into the warehouse table
-`runs.call_envelopes` in batches (see :mod:`eval_pipeline.providers.warehouse`), which
+`runs.call_envelopes` in batches (see :mod:`eval_pipeline.providers.envelope_store`), which
 keeps the hot path free of the single-writer DuckDB file. The raw response body is kept
 so that any run can be re-graded without calling a model; request headers are never kept.
 """

@@ -59,6 +59,7 @@ from eval_pipeline.providers.cache import (
 )
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.envelope import CacheStatus, CallEnvelope, EnvelopeJournal
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.errors import (
     BudgetStoppedError,
     PriceError,
@@ -79,7 +80,6 @@ from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_boo
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import AttemptOutcome, Transport, make_transport
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
-from eval_pipeline.providers.warehouse import JOURNAL_NAME, load_journal
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.readers import read_answer_line
 

@@ -63,9 +63,9 @@ import polars as pl
 from eval_pipeline.errors import WarehouseError
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.store import CASE_RUNS
+from eval_pipeline.providers.envelope_store import TABLE
 from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
 from eval_pipeline.providers.types import ModelRequest, ToolSpec
-from eval_pipeline.providers.warehouse import TABLE
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.readers import (
     ANSWER_SUFFIX_REGEX,

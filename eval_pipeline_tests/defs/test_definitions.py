@@ -8,7 +8,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
 from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
@@ -52,9 +52,9 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
 ) -> None:
     assets = [world_asset, answer_key_asset, fixtures_asset, fixtures_match_world]
     read_backs: list[str] = []
-    load_world = stages.load_world
+    load_world = world_stages.load_world
     monkeypatch.setattr(
-        stages, "load_world", lambda conn: read_backs.append("world") or load_world(conn)
+        world_stages, "load_world", lambda conn: read_backs.append("world") or load_world(conn)
     )
     with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
         result = dg.materialize(

@@ -13,16 +13,16 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline import paths, stages
+from eval_pipeline import paths, world_stages
 from eval_pipeline.crashpoints import CRASH_ENV
-from eval_pipeline.defs.runner import (
+from eval_pipeline.errors import ConfigError, WorldError
+from eval_pipeline.locks import held_exclusively
+from eval_pipeline.mission.runner import (
     DEMO_LOCK,
     Recovery,
     recover_after_crash,
     step_failure_cause,
 )
-from eval_pipeline.errors import ConfigError, WorldError
-from eval_pipeline.locks import held_exclusively
 from eval_pipeline.providers.calibration import PLANTED_CONFIGS
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import read_journal
@@ -152,14 +152,14 @@ def test_a_typo_in_a_config_nothing_uses_is_reported_and_skipped(
     models = _models_copy(tmp_path)
     _typo(models / "claude-sonnet-4-5.yaml")
     monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
-    [note] = stages.check_main_job_inputs(paths.default_world_config())
+    [note] = world_stages.check_main_job_inputs(paths.default_world_config())
     assert "claude-sonnet-4-5.yaml" in note and "timout_s" in note and "\n" not in note
     scan = scan_model_configs()
     assert sorted(scan.require(PLANTED_CONFIGS)) == sorted(PLANTED_CONFIGS)
     assert scan.skipped() == [note]
     _typo(models / "sim-planted.yaml")  # now one the job needs
     with pytest.raises(ConfigError, match="sim-planted"):
-        stages.check_main_job_inputs(paths.default_world_config())
+        world_stages.check_main_job_inputs(paths.default_world_config())
 
 
 def _fails_with(error: Exception) -> dg.JobDefinition:

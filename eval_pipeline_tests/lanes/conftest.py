@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.sql_tool import AgentSql
-from eval_pipeline.providers.warehouse import ensure_envelope_table
+from eval_pipeline.providers.envelope_store import ensure_envelope_table
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world import get_world_plugin
 
@@ -29,8 +29,8 @@ def write_warehouse(path: Path, seed: int, scale: float) -> None:
     world = plugin.generate(seed=seed, scale=scale)
     conn = connect(path)
     try:
-        stages.store_world(conn, world)
-        stages.store_answer_key(conn, plugin.answer_key(world))
+        world_stages.store_world(conn, world)
+        world_stages.store_answer_key(conn, plugin.answer_key(world))
         ensure_envelope_table(conn)
     finally:
         conn.close()
@@ -63,8 +63,8 @@ def small_fixture_set(
     """The label suite built on the small world and frozen, as the fixtures asset does."""
     conn = connect(small_warehouse, read_only=True)
     try:
-        world = stages.load_world(conn)
-        answer_key = stages.load_answer_key(conn, world)
+        world = world_stages.load_world(conn)
+        answer_key = world_stages.load_answer_key(conn, world)
     finally:
         conn.close()
-    return stages.freeze_suite(world, answer_key, tmp_path_factory.mktemp("fixtures"))
+    return world_stages.freeze_suite(world, answer_key, tmp_path_factory.mktemp("fixtures"))

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.errors import WarehouseError
 from eval_pipeline.lanes.agent_db import (
     AGENT_DB_NAME,
@@ -111,7 +111,7 @@ def test_a_new_world_gets_a_new_copy(small_warehouse: Path, tmp_path: Path) -> N
     other_world = get_world_plugin("label").generate(seed=7, scale=0.03)
     conn = connect(warehouse)
     try:
-        stages.store_world(conn, other_world)
+        world_stages.store_world(conn, other_world)
     finally:
         conn.close()
     new = build_agent_world_db(warehouse, out)
@@ -130,7 +130,7 @@ def test_a_stale_file_under_the_right_name_is_replaced(
     shutil.copy(small_warehouse, warehouse)
     conn = connect(warehouse)
     try:
-        stages.store_world(conn, get_world_plugin("label").generate(seed=8, scale=0.03))
+        world_stages.store_world(conn, get_world_plugin("label").generate(seed=8, scale=0.03))
     finally:
         conn.close()
     out = tmp_path / "agent"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.cli import main
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.frozen import FixtureSet
@@ -111,7 +111,7 @@ def _warehouse_with(
     shutil.copy(source, warehouse)
     conn = connect(warehouse)
     try:
-        stages.record_fixture_set(conn, fixture_set)
+        world_stages.record_fixture_set(conn, fixture_set)
     finally:
         conn.close()
     monkeypatch.setenv("EVALP_WAREHOUSE", str(warehouse))

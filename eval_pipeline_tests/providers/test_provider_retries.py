@@ -17,11 +17,11 @@ import openai
 import pytest
 
 from eval_pipeline.providers.config import RetryPolicy
+from eval_pipeline.providers.envelope_store import OUTCOMES_VIEW, infra_error_calls, load_journal
 from eval_pipeline.providers.harness import CallTag, backoff_delay_s
 from eval_pipeline.providers.labels import summarize
 from eval_pipeline.providers.transport import AttemptOutcome, parse_retry_after_ms
 from eval_pipeline.providers.types import Message, ModelRequest
-from eval_pipeline.providers.warehouse import OUTCOMES_VIEW, infra_error_calls, load_journal
 from eval_pipeline.providers.wire import openai_body
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline_tests.providers.conftest import (

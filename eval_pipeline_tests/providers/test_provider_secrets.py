@@ -18,12 +18,12 @@ import pytest
 
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import AttemptOutcome
 from eval_pipeline.providers.types import Message, ModelRequest
-from eval_pipeline.providers.warehouse import COLUMNS, TABLE
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline_tests.providers.conftest import (

@@ -29,15 +29,15 @@ from eval_pipeline.lanes.records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.envelope import CallEnvelope, EnvelopeJournal
-from eval_pipeline.providers.labels import CallStatus, FailureCause, Label, classify
-from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
-from eval_pipeline.providers.warehouse import (
+from eval_pipeline.providers.envelope_store import (
     COLUMN_NAMES,
     JOURNAL_NAME,
     TABLE,
     insert_envelopes,
     read_envelopes,
 )
+from eval_pipeline.providers.labels import CallStatus, FailureCause, Label, classify
+from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.scoring.grading import cases_under
 from eval_pipeline.scoring.readers import (
     ANSWER_SUFFIX_REGEX,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.toolbox import LabelToolbox
@@ -48,8 +48,8 @@ def small_label_world(tmp_path_factory: pytest.TempPathFactory) -> SmallLabelWor
     warehouse = tmp_path_factory.mktemp("agents_warehouse") / "warehouse.duckdb"
     conn = connect(warehouse)
     try:
-        stages.store_world(conn, world)
-        stages.store_answer_key(conn, key)
+        world_stages.store_world(conn, world)
+        world_stages.store_answer_key(conn, key)
     finally:
         conn.close()
     agent_db = build_agent_world_db(warehouse, tmp_path_factory.mktemp("agents_world"))

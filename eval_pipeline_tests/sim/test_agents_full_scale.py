@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.sim.process import running_sim
@@ -28,7 +28,7 @@ def test_sim_strong_answers_the_committed_fixtures_on_the_default_world(tmp_path
     warehouse = tmp_path / "warehouse.duckdb"
     conn = connect(warehouse)
     try:
-        stages.store_world(conn, world)
+        world_stages.store_world(conn, world)
     finally:
         conn.close()
     agent_db = build_agent_world_db(warehouse, tmp_path / "agent")

@@ -19,9 +19,9 @@ from eval_pipeline.world.label.suite.readings import build_views
 from eval_pipeline.world.label.suite.select import Selector
 from eval_pipeline.world.label.suite.special import special_templates
 from eval_pipeline.world.label.suite.templates import TEMPLATES, Template
+from eval_pipeline.world.label.versions import SUITE_VERSION as SUITE_VERSION
 from eval_pipeline.world.rng import Stream
 
-SUITE_VERSION = "label-suite-4"
 # The name subjects are drawn under. Kept apart from SUITE_VERSION so that a version which
 # only changes what a case records (label-suite-3 added a trace check, label-suite-4 the
 # cited clause of two adversarial cases) keeps its subjects;

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import dagster as dg
 
-from eval_pipeline import paths, stages
+from eval_pipeline import paths, world_stages
 from eval_pipeline.crashpoints import crash_point
-from eval_pipeline.defs import up_to_date
 from eval_pipeline.defs.keys import (
     LANES_JOB,
     MAIN_JOB,
@@ -32,7 +31,8 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.locks import PROJECT_LOCK, project_lock
-from eval_pipeline.providers.warehouse import load_pending_journals
+from eval_pipeline.mission import up_to_date
+from eval_pipeline.providers.envelope_store import load_pending_journals
 
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo
@@ -327,7 +327,7 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
     os.environ["DAGSTER_HOME"] = str(home)
     with project_lock("evalp demo"):
         crash_point("demo.locked")
-        warnings = stages.check_main_job_inputs(paths.default_world_config())
+        warnings = world_stages.check_main_job_inputs(paths.default_world_config())
         sweep = load_sweep_config()
         specs = [load_spec(experiment) for experiment in sweep.experiments]
         for spec in specs:
@@ -464,7 +464,7 @@ def run_registered_experiment(
     from eval_pipeline.tracking.store import default_store, open_client
 
     material, _, _ = resolve(spec)
-    fixture_id = stages.current_fixture_set(paths.warehouse_path()).fixture_id
+    fixture_id = world_stages.current_fixture_set(paths.warehouse_path()).fixture_id
     store = default_store()
     client = open_client(store)
     try:

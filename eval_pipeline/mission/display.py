@@ -18,7 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from eval_pipeline.defs.runner import ExperimentOutcome, JobOutcome
+from eval_pipeline.mission.runner import ExperimentOutcome, JobOutcome
 
 
 class MissionBar:

@@ -18,9 +18,8 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_journal
-from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse import RUNS_SCHEMA, has_table
 
-SCHEMA = "runs"
 TABLE = "runs.call_envelopes"
 OUTCOMES_VIEW = "runs.call_outcomes"
 LOADS_TABLE = "runs.journal_loads"
@@ -81,7 +80,7 @@ assert set(COLUMN_NAMES) == set(CallEnvelope.model_fields), "table and envelope 
 
 def ensure_envelope_table(con: duckdb.DuckDBPyConnection) -> None:
     """Create the `runs` schema, the envelope table and the outcomes view if missing."""
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {RUNS_SCHEMA}")
     columns = ",\n  ".join(f"{name} {kind}" for name, kind in COLUMNS)
     con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (\n  {columns}\n)")
     con.execute(

@@ -23,6 +23,7 @@ from eval_pipeline.fixtures.frozen import (
 from eval_pipeline.warehouse import (
     META_SCHEMA,
     TRUTH_SCHEMA,
+    WORLD_INFO_TABLE,
     WORLD_SCHEMA,
     read_schema,
     read_table,
@@ -31,7 +32,6 @@ from eval_pipeline.warehouse import (
 from eval_pipeline.world import get_world_plugin
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
 
-WORLD_INFO_TABLE = "world_info"
 FIXTURE_SETS_TABLE = "fixture_sets"
 ANSWER_KEY_INFO_TABLE = "answer_key_info"
 

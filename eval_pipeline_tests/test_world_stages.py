@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline import stages
+from eval_pipeline import world_stages
 from eval_pipeline.errors import WarehouseError
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world import get_world_plugin
@@ -33,11 +33,11 @@ def test_world_and_answer_key_survive_the_warehouse(
     conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
 ) -> None:
     world, answer_key = small
-    stages.store_world(conn, world)
-    stages.store_answer_key(conn, answer_key)
-    loaded_world = stages.load_world(conn)
+    world_stages.store_world(conn, world)
+    world_stages.store_answer_key(conn, answer_key)
+    loaded_world = world_stages.load_world(conn)
     assert loaded_world.fingerprint == world.fingerprint
-    loaded_key = stages.load_answer_key(conn, loaded_world)
+    loaded_key = world_stages.load_answer_key(conn, loaded_world)
     assert loaded_key.fingerprint == answer_key.fingerprint
 
 
@@ -45,31 +45,31 @@ def test_changed_truth_table_is_refused(
     conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
 ) -> None:
     world, answer_key = small
-    stages.store_world(conn, world)
-    stages.store_answer_key(conn, answer_key)
+    world_stages.store_world(conn, world)
+    world_stages.store_answer_key(conn, answer_key)
     conn.execute(
         "UPDATE truth.artist_ledger SET net_payable_cents = net_payable_cents + 1 "
         "WHERE artist_id = 'ART-0001' AND period = '2025-01'"
     )
     with pytest.raises(WarehouseError, match="truth tables do not match"):
-        stages.load_answer_key(conn, world)
+        world_stages.load_answer_key(conn, world)
 
 
 def test_changed_world_table_is_refused(
     conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
 ) -> None:
     world, _ = small
-    stages.store_world(conn, world)
+    world_stages.store_world(conn, world)
     conn.execute("UPDATE world.artists SET name = 'Someone Else' WHERE artist_id = 'ART-0001'")
     with pytest.raises(WarehouseError, match="world tables do not match"):
-        stages.load_world(conn)
+        world_stages.load_world(conn)
 
 
 def test_loading_from_an_empty_warehouse_names_what_is_missing(
     conn: duckdb.DuckDBPyConnection,
 ) -> None:
     with pytest.raises(WarehouseError, match=r"meta\.world_info"):
-        stages.load_world(conn)
+        world_stages.load_world(conn)
 
 
 def test_the_hand_off_gives_the_next_stage_the_stored_world_without_reading_it_back(
@@ -78,14 +78,14 @@ def test_the_hand_off_gives_the_next_stage_the_stored_world_without_reading_it_b
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world, answer_key = small
-    hand_off = stages.WorldHandOff()
-    stages.store_world(conn, world)
+    hand_off = world_stages.WorldHandOff()
+    world_stages.store_world(conn, world)
     hand_off.keep_world(world)
-    stages.store_answer_key(conn, answer_key)
+    world_stages.store_answer_key(conn, answer_key)
     hand_off.keep_answer_key(answer_key)
     read_backs: list[str] = []
-    monkeypatch.setattr(stages, "load_world", lambda c: read_backs.append("world"))
-    monkeypatch.setattr(stages, "load_answer_key", lambda c, w: read_backs.append("key"))
+    monkeypatch.setattr(world_stages, "load_world", lambda c: read_backs.append("world"))
+    monkeypatch.setattr(world_stages, "load_answer_key", lambda c, w: read_backs.append("key"))
     assert hand_off.world(conn) is world
     assert hand_off.answer_key(conn, world) is answer_key
     assert read_backs == []
@@ -97,11 +97,11 @@ def test_the_hand_off_reads_back_when_the_warehouse_holds_another_world(
     world, answer_key = small
     plugin = get_world_plugin("label")
     other = plugin.generate(seed=22, scale=0.03)
-    hand_off = stages.WorldHandOff()
+    hand_off = world_stages.WorldHandOff()
     hand_off.keep_world(world)
     hand_off.keep_answer_key(answer_key)
-    stages.store_world(conn, other)
-    stages.store_answer_key(conn, plugin.answer_key(other))
+    world_stages.store_world(conn, other)
+    world_stages.store_answer_key(conn, plugin.answer_key(other))
     read = hand_off.world(conn)
     assert read is not world and read.fingerprint == other.fingerprint
     assert hand_off.answer_key(conn, read).fingerprint != answer_key.fingerprint
@@ -111,7 +111,7 @@ def test_the_hand_off_still_refuses_a_tampered_world_it_must_read_back(
     conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
 ) -> None:
     world, _ = small
-    stages.store_world(conn, world)
+    world_stages.store_world(conn, world)
     conn.execute("UPDATE world.artists SET name = 'Someone Else' WHERE artist_id = 'ART-0001'")
     with pytest.raises(WarehouseError, match="world tables do not match"):
-        stages.WorldHandOff().world(conn)
+        world_stages.WorldHandOff().world(conn)
