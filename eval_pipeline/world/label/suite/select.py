@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
+from math import lcm
 from typing import Any
 
 import polars as pl
@@ -141,40 +141,51 @@ class Selector:
         return sorted(templates, key=rarity)
 
     def choose(self, template: Template) -> None:
+        """Pick ``template.count`` subjects, one at a time, each the best of those left.
+
+        A subject's score is (new answer, exercises a needed misreading, gain, new artist),
+        compared as a tuple; ties keep the earlier subject of a seeded order. The gain is the
+        sum of 1/support over the needed misreadings it exercises (a misreading few subjects
+        exercise is worth more than a common one), kept exactly as integers over the least
+        common multiple of the supports, and updated only where a misreading stops being
+        needed.
+        """
         candidates = self.evaluate(template)
-        stream = self.stream.child(template.name)
-        order = stream.permutation(len(candidates))
-        taken: list[int] = []
+        order = self.stream.child(template.name).permutation(len(candidates))
+        supports = {m: self.support.get(m) or 1 for c in candidates for m in c.misread}
+        scale = lcm(1, *supports.values())
+        weight = {m: scale // support for m, support in supports.items()}
+        gains = [sum(weight[m] for m in c.misread if self.need[m] > 0) for c in candidates]
+        exercising: dict[str, list[int]] = {}
+        for index, candidate in enumerate(candidates):
+            for m in candidate.misread:
+                exercising.setdefault(m, []).append(index)
+        taken: set[int] = set()
         artists: set[str] = set()
         answers: set[str] = set()
         for _ in range(template.count):
-            best, best_score = -1, (-1, -1, Fraction(-1), -1)
+            best, best_score = -1, (-1, -1, -1, -1)
             for index in order:
                 if index in taken:
                     continue
                 candidate = candidates[index]
-                # A misreading few subjects exercise is worth more than a common one.
-                gain = sum(
-                    (
-                        Fraction(1, self.support.get(m) or 1)
-                        for m in candidate.misread
-                        if self.need[m] > 0
-                    ),
-                    Fraction(0),
-                )
+                gain = gains[index]
                 fresh = int(candidate.artist is None or candidate.artist not in artists)
                 # A YES/NO or count question should not always have the same answer.
                 new_answer = int(candidate.answer not in answers)
                 score = (new_answer, int(gain > 0), gain, fresh)
                 if score > best_score:
                     best, best_score = index, score
-            taken.append(best)
+            taken.add(best)
             chosen = candidates[best]
             if chosen.artist is not None:
                 artists.add(chosen.artist)
             answers.add(chosen.answer)
             for m in chosen.misread:
                 self.need[m] -= 1
+                if self.need[m] == 0:
+                    for index in exercising[m]:
+                        gains[index] -= weight[m]
         self.chosen[template.name] = [candidates[i] for i in sorted(taken)]
 
     def shortfall(self) -> dict[str, int]:

@@ -1,0 +1,104 @@
+"""The suite's subject selection: exact integer gains pick what exact fractions picked."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eval_pipeline.world.label.rulebook import RULES
+from eval_pipeline.world.label.suite.answers import LabelData
+from eval_pipeline.world.label.suite.readings import Views
+from eval_pipeline.world.label.suite.select import COVERAGE, Candidate, Selector
+from eval_pipeline.world.label.suite.templates import TEMPLATES
+from eval_pipeline.world.rng import Stream
+
+MISREADINGS = ("m0", "m1", "m2", "m3", "m4")
+
+
+def selector(support: dict[str, int]) -> Selector:
+    contracts = pl.DataFrame({"contract_id": ["CON-0001"], "artist_id": ["ART-0001"]})
+    data = LabelData(world={"contracts": contracts}, truth={}, reading=RULES)
+    views = Views(
+        rules=data,
+        rules_part=data,
+        misread={m: data for m in MISREADINGS},
+        pool=frozenset({"ART-0001"}),
+    )
+    chosen = Selector(views, Stream(5, "select-test"))
+    chosen.support = dict(support)
+    return chosen
+
+
+def reference_choose(selector: Selector, name: str, count: int) -> list[Candidate]:
+    """The selection as first written: every candidate's gain recomputed as a Fraction at
+    every pick, ties kept by the seeded order."""
+    candidates = selector.evaluated[name]
+    order = selector.stream.child(name).permutation(len(candidates))
+    taken: list[int] = []
+    artists: set[str] = set()
+    answers: set[str] = set()
+    for _ in range(count):
+        best, best_score = -1, (-1, -1, Fraction(-1), -1)
+        for index in order:
+            if index in taken:
+                continue
+            candidate = candidates[index]
+            gain = sum(
+                (
+                    Fraction(1, selector.support.get(m) or 1)
+                    for m in candidate.misread
+                    if selector.need[m] > 0
+                ),
+                Fraction(0),
+            )
+            fresh = int(candidate.artist is None or candidate.artist not in artists)
+            new_answer = int(candidate.answer not in answers)
+            score: tuple[Any, ...] = (new_answer, int(gain > 0), gain, fresh)
+            if score > best_score:
+                best, best_score = index, score
+        taken.append(best)
+        chosen = candidates[best]
+        if chosen.artist is not None:
+            artists.add(chosen.artist)
+        answers.add(chosen.answer)
+        for m in chosen.misread:
+            selector.need[m] -= 1
+    return [candidates[i] for i in sorted(taken)]
+
+
+candidate_strategy = st.builds(
+    lambda answer, misread, artist: Candidate(
+        row={}, answer=str(answer), misread={m: "x" for m in misread}, artist=artist
+    ),
+    st.integers(0, 3),
+    st.sets(st.sampled_from(MISREADINGS), max_size=3),
+    st.one_of(st.none(), st.sampled_from(["ART-0001", "ART-0002", "ART-0003"])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    candidate_lists=st.lists(st.lists(candidate_strategy, min_size=1, max_size=25), max_size=4),
+    support=st.fixed_dictionaries({m: st.integers(0, 40) for m in MISREADINGS}),
+    counts=st.lists(st.integers(1, 6), min_size=4, max_size=4),
+)
+def test_choose_picks_what_fractions_picked(
+    candidate_lists: list[list[Candidate]], support: dict[str, int], counts: list[int]
+) -> None:
+    """Several templates in a row (the need carries over), each picking up to all of its
+    candidates: the integer gains choose exactly the subjects the fractions chose."""
+    fast, slow = selector(support), selector(support)
+    for number, (candidates, count) in enumerate(zip(candidate_lists, counts, strict=False)):
+        template = TEMPLATES[number]
+        count = min(count, len(candidates))
+        fast.evaluated[template.name] = slow.evaluated[template.name] = candidates
+        fast.choose(replace(template, count=count))
+        expected = reference_choose(slow, template.name, count)
+        assert fast.chosen[template.name] == expected
+        assert fast.need == slow.need
+    assert all(left <= COVERAGE for left in fast.need.values())
