@@ -27,6 +27,7 @@ from eval_pipeline.warehouse import (
     WORLD_SCHEMA,
     read_schema,
     read_table,
+    read_value,
     write_tables,
 )
 from eval_pipeline.world import get_world_plugin
@@ -84,7 +85,7 @@ def store_answer_key(conn: duckdb.DuckDBPyConnection, answer_key: AnswerKey) -> 
 
 def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
     """Read the answer key for `world`, refusing truth tables that changed since written."""
-    recorded = str(read_table(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE)["fingerprint"][0])
+    recorded = str(read_value(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE, "fingerprint"))
     plugin = get_world_plugin(world.plugin)
     answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
     if answer_key.fingerprint != recorded:
@@ -114,14 +115,14 @@ class WorldHandOff:
         self._answer_key = answer_key
 
     def world(self, conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
-        recorded = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE)["fingerprint"][0]
+        recorded = read_value(conn, META_SCHEMA, WORLD_INFO_TABLE, "fingerprint")
         if self._world is None or self._world.fingerprint != recorded:
             self.keep_world(load_world(conn))
         assert self._world is not None
         return self._world
 
     def answer_key(self, conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
-        recorded = read_table(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE)["fingerprint"][0]
+        recorded = read_value(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE, "fingerprint")
         if self._answer_key is None or self._answer_key.fingerprint != recorded:
             self._answer_key = load_answer_key(conn, world)
         return self._answer_key
