@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import subprocess
 import sys
 from datetime import date
@@ -9,6 +11,7 @@ from datetime import date
 import polars as pl
 import pytest
 
+from eval_pipeline.world import fingerprint
 from eval_pipeline.world.fingerprint import fingerprint_tables
 
 
@@ -85,3 +88,71 @@ def test_stable_across_processes() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert out == fingerprint_tables(_tables(), "s")
+
+
+def _framed(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "little") + data
+
+
+def _reference_column(values: list[object], dtype: pl.DataType) -> bytes:
+    """Format v3 of one column, written from the module docstring with struct.pack."""
+    present = [v is not None for v in values]
+    lengths = b""
+    if dtype == pl.String:
+        form = b"text"
+        texts = [str(v).encode() if v is not None else b"" for v in values]
+        data = b"".join(texts)
+        lengths = b"".join(struct.pack("<I", len(t)) for t in texts)
+    else:
+        form = b"fixed"
+        if dtype == pl.Date:
+            days = [(v - date(1970, 1, 1)).days if v is not None else 0 for v in values]  # type: ignore[operator]
+            data = b"".join(struct.pack("<i", d) for d in days)
+        elif dtype == pl.Boolean:
+            data = bytes(1 if v else 0 for v in values)
+        else:
+            data = b"".join(struct.pack("<q", v if v is not None else 0) for v in values)
+    if all(present):
+        validity = b"-"
+    else:
+        bits = "".join("1" if p else "0" for p in present)
+        bits += "0" * (-len(bits) % 8)
+        validity = bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8))
+    column = (
+        _framed(form)
+        + _framed(hashlib.sha256(data).digest())
+        + _framed(hashlib.sha256(lengths).digest())
+        + _framed(validity)
+    )
+    return hashlib.sha256(column).digest()
+
+
+def _reference(tables: dict[str, pl.DataFrame], salt: str) -> str:
+    out = _framed(b"eval-pipeline/fingerprint/v3") + _framed(salt.encode())
+    out += _framed(str(len(tables)).encode())
+    for name in sorted(tables):
+        df = tables[name]
+        out += _framed(name.encode()) + _framed(str(df.height).encode())
+        out += _framed(str(df.width).encode())
+        for column, dtype in df.schema.items():
+            out += _framed(column.encode()) + _framed(str(dtype).encode())
+        for column, dtype in df.schema.items():
+            out += _framed(_reference_column(df[column].to_list(), dtype))
+    return hashlib.sha256(out).hexdigest()
+
+
+def test_the_digest_is_the_documented_bytes_not_text() -> None:
+    """Format v3 hashes values as little-endian numbers and UTF-8 bytes with lengths (the
+    text rendering of v2 built a string per value); an independent writing of the format
+    gives the same digest."""
+    assert fingerprint_tables(_tables(), "s") == _reference(_tables(), "s")
+
+
+def test_the_digest_does_not_depend_on_chunks_or_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = pl.DataFrame({"n": list(range(10)), "s": [str(i) * (i % 3) for i in range(10)]})
+    chunked = pl.concat([frame.head(3), frame.tail(7)], rechunk=False)
+    assert chunked.n_chunks() == 2
+    whole = fingerprint_tables({"t": frame}, "")
+    assert fingerprint_tables({"t": chunked}, "") == whole
+    monkeypatch.setattr(fingerprint, "SLICE_ROWS", 4)
+    assert fingerprint_tables({"t": frame}, "") == whole
