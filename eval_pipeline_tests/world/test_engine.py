@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from eval_pipeline.errors import WorldError
 from eval_pipeline.world.base import GeneratedWorld
-from eval_pipeline.world.label import engine
+from eval_pipeline.world.label import engine, engine_bulk
 from eval_pipeline.world.label.engine import (
     cents_from_micro,
     div_half_even,
@@ -178,7 +178,7 @@ def test_engine_line_royalties_matches_the_scalar_face(rows: list[tuple]) -> Non
             "account_id": ["ACC-1"],
         }
     )
-    result = engine.line_royalties(lines, deals, terms, fx_rates, periods)
+    result = engine_bulk.line_royalties(lines, deals, terms, fx_rates, periods)
     units_in_period = int(lines["units"].sum())
     for row, got in zip(rows, result.iter_rows(named=True), strict=True):
         expected = line_royalty_micro(
@@ -229,7 +229,7 @@ def test_line_royalties_refuses_amounts_beyond_int64() -> None:
         }
     )
     with pytest.raises(WorldError, match="64-bit"):
-        engine.line_royalties(lines, deals, terms, fx, ["2025-01"])
+        engine_bulk.line_royalties(lines, deals, terms, fx, ["2025-01"])
 
 
 def test_decimal_face() -> None:

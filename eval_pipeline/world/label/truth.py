@@ -9,12 +9,13 @@ tables alone (the flagged lines come from :mod:`reconcile`'s visible rules).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import date
 
 import polars as pl
 
 from eval_pipeline.errors import WorldError
-from eval_pipeline.world.label import engine
+from eval_pipeline.world.label import engine, engine_bulk
 from eval_pipeline.world.label.distributors import PERIODS
 from eval_pipeline.world.label.reconcile import flag_lines, flagged_line_ids
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
@@ -31,9 +32,13 @@ TRUTH_TABLES: tuple[str, ...] = (
 )
 
 
-def deals_for(world: Mapping[str, pl.DataFrame], reading: RuleReading) -> pl.DataFrame:
-    """Rule 3: the contract (and account) each track earns under, as ``reading`` reads it."""
-    deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
+def deals_for(
+    world: Mapping[str, pl.DataFrame], reading: RuleReading, deals: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Rule 3: the contract (and account) each track earns under, as ``reading`` reads it
+    (``deals``: :func:`engine.deals_in_force` of ``world``, when already computed)."""
+    if deals is None:
+        deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
     if reading.deal_by == "release_date":
         return deals
     latest = (
@@ -124,23 +129,59 @@ def _summed_lines(lines: pl.DataFrame, earning: pl.Series) -> pl.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class PreparedLines:
+    """What every reading of the rules reads the same way from a world's statement lines:
+    the deals in force (rule 3 as written), the lines with their statement's index, and
+    the lines as integer codes with their gross (:func:`engine_bulk.code_lines`). Prepared
+    once, it serves the answer key under every misreading (the suite computes twenty)."""
+
+    deals: pl.DataFrame
+    statement_ids: pl.Series
+    lines: pl.DataFrame
+    coded: engine_bulk.CodedLines
+    known: pl.Series
+    """Lines whose ISRC some deal covers (unknown ISRCs never earn: no deal to earn under)."""
+
+
+def prepare_lines(world: Mapping[str, pl.DataFrame]) -> PreparedLines:
+    """The reading-independent part of :func:`compute_truth` for ``world``."""
+    deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
+    statement_ids = world["statements"].get_column("statement_id").sort()
+    lines = world["statement_lines"].with_columns(
+        statement_index=pl.col("statement_id")
+        .cast(pl.Enum(statement_ids.to_list()), strict=False)
+        .to_physical()
+    )
+    coded = engine_bulk.code_lines(
+        lines, deals, world["fx_rates"], PERIODS, keep=("line_id", "statement_index")
+    )
+    known = coded.frame.get_column("deal_index").is_not_null()
+    return PreparedLines(deals, statement_ids, lines, coded, known)
+
+
 def compute_truth(
     world: Mapping[str, pl.DataFrame],
     token: str | None,
     reading: RuleReading = RULES,
     *,
     registry: pl.DataFrame | None = None,
+    prepared: PreparedLines | None = None,
+    statement_totals: bool = True,
 ) -> dict[str, pl.DataFrame]:
     """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
 
-    ``registry`` is the anomaly registry under the same reading, when already computed;
-    without a canary ``token`` (part of a world) the canary table is left empty.
+    ``registry`` is the anomaly registry under the same reading and ``prepared`` the
+    world's :func:`prepare_lines`, when already computed; without a canary ``token`` (part
+    of a world) the canary table is left empty; ``statement_totals=False`` leaves that
+    table out (the suite's misreadings do not ask about it).
     """
     if registry is None:
         registry = flag_lines(world, reading)
-    lines = world["statement_lines"]
+    if prepared is None:
+        prepared = prepare_lines(world)
     flagged = flagged_line_ids(registry)
-    deals = deals_for(world, reading)
+    deals = deals_for(world, reading, prepared.deals)
     terms = engine.resolve_terms(
         world["contracts"],
         world["contract_rates"],
@@ -148,26 +189,19 @@ def compute_truth(
         as_of=reading.terms_as_of,
         amendment_replaces_row=reading.amendment_replaces_row,
     )
-    statement_ids = world["statements"].get_column("statement_id").sort()
-    # Rule 1 as masks over the lines; unknown ISRCs never earn (no deal to earn under).
-    masks = lines.select(
-        known=pl.col("isrc").is_in(deals.get_column("isrc").implode()),
-        is_flagged=pl.col("line_id").is_in(flagged.implode()),
-    )
-    known, is_flagged = masks.get_column("known"), masks.get_column("is_flagged")
-    earning = known if reading.flagged_lines_earn else known & ~is_flagged
-    coded_lines = lines.with_columns(
-        statement_index=pl.col("statement_id")
-        .cast(pl.Enum(statement_ids.to_list()), strict=False)
-        .to_physical()
-    )
+    # Rule 1 as a mask over the lines.
+    known = prepared.known
+    earning = known
+    if not reading.flagged_lines_earn:
+        is_flagged = prepared.coded.frame.get_column("line_id").is_in(flagged.implode())
+        earning = known & ~is_flagged
     options: dict[str, object] = {
         "rounding": reading.rounding,
         "escalator_strict": reading.escalator_strict,
     }
     if reading.convert_summed_amounts:
-        royalties = engine.line_royalties(
-            _summed_lines(coded_lines, earning),
+        royalties = engine_bulk.line_royalties(
+            _summed_lines(prepared.lines, earning),
             deals,
             terms,
             world["fx_rates"],
@@ -176,14 +210,11 @@ def compute_truth(
             **options,  # type: ignore[arg-type]
         )
     else:
-        royalties = engine.line_royalties(
-            coded_lines,
+        royalties = engine_bulk.price_lines(
+            prepared.coded,
             deals,
             terms,
-            world["fx_rates"],
-            PERIODS,
-            keep=("line_id", "statement_index"),
-            include=earning,
+            earning,
             count_units=known if reading.flagged_units_count else None,
             **options,  # type: ignore[arg-type]
         )
@@ -201,24 +232,28 @@ def compute_truth(
     earnings = track_period.group_by(["account_id", "period"]).agg(
         earnings_micro=pl.col("royalty_micro").sum()
     )
-    account_ledger = engine.recoupment_ledger(
+    account_ledger = engine_bulk.recoupment_ledger(
         accounts,
         engine.charge_periods(charges.select("account_id", "charge_date", "amount_micro"), PERIODS),
         earnings,
         PERIODS,
     )
-    artist_ledger = engine.artist_ledger(
+    artist_ledger = engine_bulk.artist_ledger(
         account_ledger, rounding=reading.rounding, payable_rounding=reading.payable_rounding
     )
-    return {
+    tables = {
         "artist_ledger": artist_ledger,
         "account_ledger": account_ledger,
         "track_period_royalties": track_period,
         "anomalies": registry,
         "canary": _canary(world, token) if token is not None else _NO_CANARY,
         "contract_terms": contract_terms,
-        "statement_totals": _statement_totals(world, royalties, registry, statement_ids),
     }
+    if statement_totals:
+        tables["statement_totals"] = _statement_totals(
+            world, royalties, registry, prepared.statement_ids
+        )
+    return tables
 
 
 def _track_period(
@@ -230,13 +265,29 @@ def _track_period(
     )
     periods = pl.Series(PERIODS, dtype=pl.String)
     channels = pl.Series(engine.CHANNELS, dtype=pl.String)
-    grouped = royalties.group_by(["deal_index", "period_index", "channel_code"]).agg(
-        units=pl.col("units").sum(),
-        gross_usd_micro=pl.col("gross_usd_micro").sum(),
-        royalty_micro=pl.col("royalty_micro").sum(),
-        rate_ppm=pl.col("rate_ppm").first(),
-        escalated=pl.col("escalated").any(),
-        line_count=pl.len().cast(pl.Int64),
+    n_periods, n_channels = len(PERIODS), len(engine.CHANNELS)
+    # One integer key per (deal, period, channel), in that order: grouping on one column
+    # is cheaper than on three, and sorting the key sorts the three.
+    grouped = (
+        royalties.group_by(
+            _key=(pl.col("deal_index").cast(pl.Int64) * n_periods + pl.col("period_index"))
+            * n_channels
+            + pl.col("channel_code")
+        )
+        .agg(
+            units=pl.col("units").sum(),
+            gross_usd_micro=pl.col("gross_usd_micro").sum(),
+            royalty_micro=pl.col("royalty_micro").sum(),
+            rate_ppm=pl.col("rate_ppm").first(),
+            escalated=pl.col("escalated").any(),
+            line_count=pl.len().cast(pl.Int64),
+        )
+        .sort("_key")
+        .with_columns(
+            deal_index=pl.col("_key") // (n_periods * n_channels),
+            period_index=pl.col("_key") // n_channels % n_periods,
+            channel_code=pl.col("_key") % n_channels,
+        )
     )
     if not reading.royalty_per_line:
         grouped = grouped.with_columns(
@@ -245,8 +296,7 @@ def _track_period(
             )
         )
     return (
-        grouped.sort(["deal_index", "period_index", "channel_code"])
-        .join(deal_strings, on="deal_index", how="left", maintain_order="left")
+        grouped.join(deal_strings, on="deal_index", how="left", maintain_order="left")
         .with_columns(
             period=pl.lit(periods).gather(pl.col("period_index")),
             channel=pl.lit(channels).gather(pl.col("channel_code")),

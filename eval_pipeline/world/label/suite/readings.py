@@ -19,7 +19,7 @@ import polars as pl
 from eval_pipeline.world.label.reconcile import LineEvidence, collect_evidence, registry
 from eval_pipeline.world.label.rulebook import MISREADINGS, RULES, Misreading
 from eval_pipeline.world.label.suite.answers import LabelData
-from eval_pipeline.world.label.truth import compute_truth, subset_world
+from eval_pipeline.world.label.truth import compute_truth, prepare_lines, subset_world
 from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
@@ -139,14 +139,17 @@ def build_views(
     pool = choose_pool(stream, world, truth)
     part = subset_world(world, set(pool))
     evidence: LineEvidence = collect_evidence(world)
-    rules_part = compute_truth(part, None, RULES)
+    prepared = prepare_lines(part)
+    rules_part = compute_truth(part, None, RULES, prepared=prepared, statement_totals=False)
     part_lines = part["statement_lines"].select("line_id")
 
     def view(m: Misreading) -> LabelData:
         flags = registry(evidence, m.reading)
         if m.money:
             in_part = flags.join(part_lines, on="line_id", how="semi")
-            tables = compute_truth(part, None, m.reading, registry=in_part)
+            tables = compute_truth(
+                part, None, m.reading, registry=in_part, prepared=prepared, statement_totals=False
+            )
         else:
             tables = dict(rules_part)
         tables["anomalies"] = flags

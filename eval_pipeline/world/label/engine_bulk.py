@@ -1,0 +1,393 @@
+"""The royalty engine's bulk face: line royalties over whole frames, recoupment and artist
+ledgers. The rules and their integer helpers are in :mod:`engine`; this module applies them
+to every statement line of a world (the answer key, and the answer key under each
+misreading the suite tells apart).
+
+Lines are priced in two steps. :func:`code_lines` turns the text columns a rule reads (ISRC,
+period, channel, currency) into integer codes and attaches each line's FX rate and its gross
+in US dollars, once per world; :func:`price_lines` then applies the deals and terms of one
+reading to those integers (escalator units, rate, royalty). :func:`line_royalties` is both
+steps for one reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from eval_pipeline.errors import WorldError
+from eval_pipeline.world.label.engine import (
+    CHANNELS,
+    CURRENCY_EXPONENTS,
+    PPM,
+    PayableRounding,
+    Rounding,
+    _check_int64,
+    _dense_codes,
+    applicable_rate_ppm_expr,
+    cents_from_micro,
+    div_round,
+    recoup,
+)
+
+_CURRENCIES: tuple[str, ...] = tuple(CURRENCY_EXPONENTS)
+
+
+def _code(column: str, categories: Sequence[str]) -> pl.Expr:
+    """Each value's index in ``categories`` (an Enum cast is a dictionary lookup); values
+    outside the categories become null."""
+    return pl.col(column).cast(pl.Enum(list(categories)), strict=False).to_physical().cast(pl.Int32)
+
+
+@dataclass(frozen=True)
+class CodedLines:
+    """Statement lines as integers: the ``keep`` columns, units, amount_minor, deal_index
+    (row of the deals frame by ISRC; null for an ISRC no deal covers), period_index,
+    channel_code, currency_code, usd_per_unit_micro, and gross_usd_micro under half-even
+    rounding (rule 2); ``lines`` is the source, for naming samples in errors."""
+
+    frame: pl.DataFrame
+    lines: pl.DataFrame
+    periods: tuple[str, ...]
+    _gross: dict[Rounding, pl.Series] = field(default_factory=dict, repr=False)
+
+    def gross(self, rounding: Rounding) -> pl.Series:
+        """Every line's gross in micro-USD under ``rounding`` (computed once per rounding)."""
+        if rounding not in self._gross:
+            self._gross[rounding] = self.frame.select(
+                div_round(pl.col("_numerator"), pl.col("_divisor"), rounding)
+            ).to_series()
+        return self._gross[rounding]
+
+
+def code_lines(
+    lines: pl.DataFrame,
+    deals: pl.DataFrame,
+    fx_rates: pl.DataFrame,
+    periods: Sequence[str],
+    keep: Sequence[str] = ("line_id",),
+) -> CodedLines:
+    """Rule 2's inputs for every line, as integer codes (see :class:`CodedLines`).
+
+    ``lines`` needs isrc, period, channel, currency, units, amount_minor; ``deals`` is
+    :func:`engine.deals_in_force` (only its isrc order is read: a reading that changes
+    which contract a track earns under keeps the rows)."""
+    isrc_codes = _dense_codes(deals.get_column("isrc").to_list(), "ISRC")
+    period_codes = _dense_codes(list(periods), "period")
+    n_currencies = len(_CURRENCIES)
+    fx_dense: list[int | None] = [None] * (len(periods) * n_currencies)
+    for period, currency, rate in fx_rates.select(
+        "period", "currency", "usd_per_unit_micro"
+    ).iter_rows():
+        if period in period_codes and currency in CURRENCY_EXPONENTS:
+            fx_dense[period_codes[period] * n_currencies + _CURRENCIES.index(currency)] = rate
+    coded = lines.select(
+        *keep,
+        "units",
+        "amount_minor",
+        deal_index=_code("isrc", list(isrc_codes)),
+        period_index=_code("period", periods),
+        channel_code=_code("channel", CHANNELS),
+        currency_code=_code("currency", _CURRENCIES),
+    )
+    coded = coded.with_columns(
+        usd_per_unit_micro=pl.lit(pl.Series(fx_dense, dtype=pl.Int64)).gather(
+            pl.col("period_index") * n_currencies + pl.col("currency_code")
+        ),
+        _divisor=pl.lit(pl.Series([10 ** CURRENCY_EXPONENTS[c] for c in _CURRENCIES])).gather(
+            pl.col("currency_code")
+        ),
+    )
+    # Materialize the product first: the rounding helper reads its numerator several times,
+    # and an eager polars expression would recompute a nested one each time.
+    coded = coded.with_columns(_numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"))
+    return CodedLines(frame=coded, lines=lines, periods=tuple(periods))
+
+
+@dataclass(frozen=True)
+class _DenseTerms:
+    """Terms in force as dense arrays indexed by (contract, channel, period) key."""
+
+    deal_contract: pl.Series
+    rate: pl.Series
+    esc_units: pl.Series
+    esc_rate: pl.Series
+    size: int
+
+
+def _dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str]) -> _DenseTerms:
+    contract_list = deals.get_column("contract_id").unique().sort().to_list()
+    contract_codes = _dense_codes(contract_list, "contract")
+    period_codes = _dense_codes(list(periods), "period")
+    n_periods, n_channels = len(periods), len(CHANNELS)
+    size = len(contract_list) * n_channels * n_periods
+    rate: list[int | None] = [None] * size
+    esc_units: list[int | None] = [None] * size
+    esc_rate: list[int | None] = [None] * size
+    for contract, channel, period, rate_ppm, units, escalated in terms.select(
+        "contract_id", "channel", "period", "rate_ppm", "escalator_units", "escalated_rate_ppm"
+    ).iter_rows():
+        if contract in contract_codes and period in period_codes and channel in CHANNELS:
+            key = (contract_codes[contract] * n_channels + CHANNELS.index(channel)) * n_periods
+            key += period_codes[period]
+            rate[key], esc_units[key], esc_rate[key] = rate_ppm, units, escalated
+    return _DenseTerms(
+        deal_contract=pl.Series(
+            [contract_codes[c] for c in deals.get_column("contract_id").to_list()], dtype=pl.Int64
+        ),
+        rate=pl.Series(rate, dtype=pl.Int64),
+        esc_units=pl.Series(esc_units, dtype=pl.Int64),
+        esc_rate=pl.Series(esc_rate, dtype=pl.Int64),
+        size=size,
+    )
+
+
+def _sample(
+    coded: CodedLines, include: pl.Series | None, mask: pl.Series, columns: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Up to three of the counted lines ``mask`` picks, by the named source columns."""
+    source = coded.lines if include is None else coded.lines.filter(include)
+    return source.filter(mask).select(columns).head(3).to_dicts()
+
+
+def price_lines(
+    coded: CodedLines,
+    deals: pl.DataFrame,
+    terms: pl.DataFrame,
+    include: pl.Series | None = None,
+    *,
+    count_units: pl.Series | None = None,
+    rounding: Rounding = "half_even",
+    escalator_strict: bool = True,
+) -> pl.DataFrame:
+    """Rules 2, 5 and 6 over the coded lines of one reading, in the lines' own row order.
+
+    ``deals`` is :func:`engine.deals_in_force` as the reading reads rule 3 (same rows as the
+    deals the lines were coded with); ``terms`` is :func:`engine.resolve_terms` over the
+    coded periods. If ``include`` (a Boolean Series aligned with the lines) is given, only
+    those lines count (rule 1: pass the lines that are not flaggable anomalies). Every
+    counted line must have a known ISRC, period, channel and FX rate, or WorldError names a
+    sample. ``count_units`` (a superset of ``include``), ``rounding="half_up"`` and
+    ``escalator_strict=False`` compute misreadings: units of lines that do not earn still
+    counted toward escalators, ties rounded up, "at or above" the threshold.
+
+    Returns the ``keep`` columns, units and amount_minor, and integer columns: deal_index,
+    period_index, channel_code, usd_per_unit_micro, gross_usd_micro, units_in_period,
+    rate_ppm (the rate applied), escalated (bool), royalty_micro.
+    """
+    dense = _dense_terms(deals, terms, coded.periods)
+    n_periods, n_channels = len(coded.periods), len(CHANNELS)
+    frame = coded.frame.with_columns(gross_usd_micro=coded.gross(rounding))
+    frame = frame.with_columns(
+        _key=(
+            pl.lit(dense.deal_contract).gather(pl.col("deal_index")) * n_channels
+            + pl.col("channel_code")
+        )
+        * n_periods
+        + pl.col("period_index")
+    )
+    counted = frame if include is None else frame.filter(include)
+    unknown = counted.select(
+        pl.any_horizontal(
+            pl.col(c).is_null()
+            for c in ("deal_index", "period_index", "channel_code", "currency_code")
+        )
+    ).to_series()
+    if unknown.any():
+        sample = _sample(coded, include, unknown, ("isrc", "period", "channel", "currency"))
+        raise WorldError(
+            f"{unknown.sum()} clean line(s) have an unknown ISRC, period, channel or "
+            f"currency, e.g. {sample}"
+        )
+    missing_fx = counted.get_column("usd_per_unit_micro").is_null()
+    if missing_fx.any():
+        raise WorldError(
+            f"no FX rate for {missing_fx.sum()} line(s), e.g. "
+            f"{_sample(coded, include, missing_fx, ('period', 'currency'))}"
+        )
+    _check_int64("amount_minor × usd_per_unit_micro", counted, "amount_minor", "usd_per_unit_micro")
+    # Units per (contract, channel, period) key, summed once and gathered back to each line:
+    # over the counted lines, or over the lines ``count_units`` names (a misreading).
+    unit_lines = counted if count_units is None else frame.filter(count_units)
+    sums = (
+        unit_lines.filter(pl.col("_key").is_not_null()).group_by("_key").agg(pl.col("units").sum())
+    )
+    units_by_key = pl.zeros(dense.size, dtype=pl.Int64, eager=True).scatter(
+        sums.get_column("_key"), sums.get_column("units")
+    )
+    priced = counted.select(
+        pl.exclude("_numerator", "_divisor", "currency_code"),
+        units_in_period=pl.lit(units_by_key).gather(pl.col("_key")),
+        _rate=pl.lit(dense.rate).gather(pl.col("_key")),
+        _esc_units=pl.lit(dense.esc_units).gather(pl.col("_key")),
+        _esc_rate=pl.lit(dense.esc_rate).gather(pl.col("_key")),
+    )
+    missing_terms = priced.get_column("_rate").is_null()
+    if missing_terms.any():
+        raise WorldError(
+            f"no contract terms for {missing_terms.sum()} line(s), e.g. "
+            f"{_sample(coded, include, missing_terms, ('isrc', 'channel', 'period'))}"
+        )
+    priced = priced.select(
+        pl.exclude("_esc_units", "_esc_rate", "_key"),
+        rate_ppm=applicable_rate_ppm_expr(
+            pl.col("units_in_period"),
+            pl.col("_rate"),
+            pl.col("_esc_units"),
+            pl.col("_esc_rate"),
+            strict=escalator_strict,
+        ),
+    )
+    _check_int64("gross_usd_micro × rate_ppm", priced, "gross_usd_micro", "rate_ppm")
+    priced = priced.select(
+        pl.exclude("_rate"),
+        escalated=pl.col("rate_ppm") != pl.col("_rate"),
+        _numerator=pl.col("gross_usd_micro") * pl.col("rate_ppm"),
+    )
+    return priced.select(
+        pl.exclude("_numerator", "gross_usd_micro", "units_in_period", "rate_ppm", "escalated"),
+        "units_in_period",
+        "gross_usd_micro",
+        "rate_ppm",
+        "escalated",
+        royalty_micro=div_round(pl.col("_numerator"), PPM, rounding),
+    )
+
+
+def line_royalties(
+    lines: pl.DataFrame,
+    deals: pl.DataFrame,
+    terms: pl.DataFrame,
+    fx_rates: pl.DataFrame,
+    periods: Sequence[str],
+    keep: Sequence[str] = ("line_id",),
+    include: pl.Series | None = None,
+    *,
+    count_units: pl.Series | None = None,
+    rounding: Rounding = "half_even",
+    escalator_strict: bool = True,
+) -> pl.DataFrame:
+    """Rules 2, 5 and 6 over clean statement lines, in the lines' own row order: the lines
+    coded (:func:`code_lines`) and priced for one reading (:func:`price_lines`, which names
+    the arguments and the columns returned)."""
+    coded = code_lines(lines, deals, fx_rates, periods, keep)
+    return price_lines(
+        coded,
+        deals,
+        terms,
+        include,
+        count_units=count_units,
+        rounding=rounding,
+        escalator_strict=escalator_strict,
+    )
+
+
+# -- recoupment: a plain integer loop over accounts and periods ------------------------
+
+
+def recoupment_ledger(
+    accounts: pl.DataFrame,
+    charges: pl.DataFrame,
+    earnings: pl.DataFrame,
+    periods: Sequence[str],
+) -> pl.DataFrame:
+    """Rule 8 per account and period, every account in every period.
+
+    ``accounts``: account_id, artist_id. ``charges``: account_id, period, charges_micro.
+    ``earnings``: account_id, period, earnings_micro. Returns the account ledger:
+    account_id, artist_id, period, charges_micro, balance_before_micro, earnings_micro,
+    recouped_micro, balance_after_micro, payable_micro.
+    """
+    charge_map = {
+        (row[0], row[1]): int(row[2])
+        for row in charges.select("account_id", "period", "charges_micro").iter_rows()
+    }
+    earning_map = {
+        (row[0], row[1]): int(row[2])
+        for row in earnings.select("account_id", "period", "earnings_micro").iter_rows()
+    }
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "account_id",
+            "artist_id",
+            "period",
+            "charges_micro",
+            "balance_before_micro",
+            "earnings_micro",
+            "recouped_micro",
+            "balance_after_micro",
+            "payable_micro",
+        )
+    }
+    for account_id, artist_id in (
+        accounts.sort("account_id").select("account_id", "artist_id").iter_rows()
+    ):
+        balance = 0
+        for period in periods:
+            charged = charge_map.get((account_id, period), 0)
+            step = recoup(balance + charged, earning_map.get((account_id, period), 0))
+            balance = step.balance_after_micro
+            columns["account_id"].append(account_id)
+            columns["artist_id"].append(artist_id)
+            columns["period"].append(period)
+            columns["charges_micro"].append(charged)
+            columns["balance_before_micro"].append(step.balance_before_micro)
+            columns["earnings_micro"].append(step.earnings_micro)
+            columns["recouped_micro"].append(step.recouped_micro)
+            columns["balance_after_micro"].append(step.balance_after_micro)
+            columns["payable_micro"].append(step.payable_micro)
+    text_columns = ("account_id", "artist_id", "period")
+    schema = {name: pl.String if name in text_columns else pl.Int64 for name in columns}
+    return pl.DataFrame(columns, schema=schema)
+
+
+def artist_ledger(
+    account_ledger: pl.DataFrame,
+    *,
+    rounding: Rounding = "half_even",
+    payable_rounding: PayableRounding = "per_artist",
+) -> pl.DataFrame:
+    """Rule 9 per artist and period from the account ledger (``per_account`` rounding and
+    ``half_up`` are misreadings: each account's payable rounded to the cent, then summed)."""
+    if payable_rounding == "per_artist":
+        net_payable = cents_from_micro(pl.col("payable_micro"), rounding)
+    else:
+        net_payable = pl.col("payable_cents_by_account")
+    return (
+        account_ledger.with_columns(
+            payable_cents_by_account=cents_from_micro(pl.col("payable_micro"), rounding)
+        )
+        .group_by(["artist_id", "period"])
+        .agg(
+            gross_micro=pl.col("earnings_micro").sum(),
+            recouped_micro=pl.col("recouped_micro").sum(),
+            payable_micro=pl.col("payable_micro").sum(),
+            balance_after_micro=pl.col("balance_after_micro").sum(),
+            account_count=pl.len().cast(pl.Int64),
+            payable_cents_by_account=pl.col("payable_cents_by_account").sum(),
+        )
+        .with_columns(
+            net_payable_cents=net_payable,
+            gross_cents=cents_from_micro(pl.col("gross_micro"), rounding),
+            recouped_cents=cents_from_micro(pl.col("recouped_micro"), rounding),
+            balance_after_cents=cents_from_micro(pl.col("balance_after_micro"), rounding),
+        )
+        .select(
+            "artist_id",
+            "period",
+            "gross_micro",
+            "recouped_micro",
+            "payable_micro",
+            "net_payable_cents",
+            "balance_after_micro",
+            "gross_cents",
+            "recouped_cents",
+            "balance_after_cents",
+            "account_count",
+        )
+        .sort(["artist_id", "period"])
+    )
