@@ -1,0 +1,35 @@
+"""The reconciliation evidence of one world is scanned once per run, not once per stage."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from eval_pipeline.world.base import GeneratedWorld
+from eval_pipeline.world.label import reconcile
+from eval_pipeline.world.label.rulebook import MISREADINGS
+
+
+def test_the_lines_of_one_world_are_scanned_once(
+    label_world: GeneratedWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scans: list[int] = []
+    scan = reconcile._scan_evidence
+
+    def counted(world: dict[str, pl.DataFrame]) -> reconcile.LineEvidence:
+        scans.append(world["statement_lines"].height)
+        return scan(world)
+
+    monkeypatch.setattr(reconcile, "_scan_evidence", counted)
+    monkeypatch.setattr(reconcile, "_remembered", [])
+    tables = dict(label_world.tables)
+    first = reconcile.flag_lines(tables)
+    again = reconcile.flag_lines(dict(label_world.tables), MISREADINGS[0].reading)
+    assert reconcile.collect_evidence(tables) is reconcile.collect_evidence(tables)
+    assert len(scans) == 1 and first.height and again.height
+
+    # Another frame (even with the same rows) is another world to the memo: scanned again,
+    # and its answer is the same.
+    copied = dict(tables, statement_lines=tables["statement_lines"].clone())
+    assert reconcile.flag_lines(copied).equals(first)
+    assert len(scans) == 2
