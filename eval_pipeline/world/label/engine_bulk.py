@@ -108,8 +108,9 @@ def code_lines(
 
 
 @dataclass(frozen=True)
-class _DenseTerms:
-    """Terms in force as dense arrays indexed by (contract, channel, period) key."""
+class DenseTerms:
+    """Terms in force as dense arrays indexed by (contract, channel, period) key
+    (:func:`key_expr`); ``deal_contract`` is each deal's contract code."""
 
     deal_contract: pl.Series
     rate: pl.Series
@@ -118,7 +119,24 @@ class _DenseTerms:
     size: int
 
 
-def _dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str]) -> _DenseTerms:
+def key_units(lines: pl.DataFrame, size: int) -> pl.Series:
+    """Units per key (``_key`` column) as a dense array of ``size`` (0 where none)."""
+    sums = lines.filter(pl.col("_key").is_not_null()).group_by("_key").agg(pl.col("units").sum())
+    return pl.zeros(size, dtype=pl.Int64, eager=True).scatter(
+        sums.get_column("_key"), sums.get_column("units")
+    )
+
+
+def key_expr(deal_contract: pl.Series, n_periods: int) -> pl.Expr:
+    """Each row's (contract, channel, period) key from its deal_index, channel_code and
+    period_index (``deal_contract``: each deal's contract code, :class:`DenseTerms`)."""
+    n_channels = len(CHANNELS)
+    return (
+        pl.lit(deal_contract).gather(pl.col("deal_index")) * n_channels + pl.col("channel_code")
+    ) * n_periods + pl.col("period_index")
+
+
+def dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str]) -> DenseTerms:
     contract_list = deals.get_column("contract_id").unique().sort().to_list()
     contract_codes = _dense_codes(contract_list, "contract")
     period_codes = _dense_codes(list(periods), "period")
@@ -134,7 +152,7 @@ def _dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str
             key = (contract_codes[contract] * n_channels + CHANNELS.index(channel)) * n_periods
             key += period_codes[period]
             rate[key], esc_units[key], esc_rate[key] = rate_ppm, units, escalated
-    return _DenseTerms(
+    return DenseTerms(
         deal_contract=pl.Series(
             [contract_codes[c] for c in deals.get_column("contract_id").to_list()], dtype=pl.Int64
         ),
@@ -146,11 +164,21 @@ def _dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str
 
 
 def _sample(
-    coded: CodedLines, include: pl.Series | None, mask: pl.Series, columns: Sequence[str]
+    coded: CodedLines,
+    counted: pl.DataFrame,
+    include: pl.Series | None,
+    mask: pl.Series,
+    columns: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """Up to three of the counted lines ``mask`` picks, by the named source columns."""
-    source = coded.lines if include is None else coded.lines.filter(include)
-    return source.filter(mask).select(columns).head(3).to_dicts()
+    """Up to three of the counted lines ``mask`` picks, by the named source columns (found
+    by line id when the lines kept theirs, else by position)."""
+    if "line_id" in counted.columns and "line_id" in coded.lines.columns:
+        ids = counted.filter(mask).get_column("line_id").head(3)
+        source = coded.lines.filter(pl.col("line_id").is_in(ids.implode()))
+    else:
+        source = coded.lines if include is None else coded.lines.filter(include)
+        source = source.filter(mask)
+    return source.select(columns).head(3).to_dicts()
 
 
 def price_lines(
@@ -160,6 +188,7 @@ def price_lines(
     include: pl.Series | None = None,
     *,
     count_units: pl.Series | None = None,
+    units_by_key: pl.Series | None = None,
     rounding: Rounding = "half_even",
     escalator_strict: bool = True,
 ) -> pl.DataFrame:
@@ -173,21 +202,17 @@ def price_lines(
     sample. ``count_units`` (a superset of ``include``), ``rounding="half_up"`` and
     ``escalator_strict=False`` compute misreadings: units of lines that do not earn still
     counted toward escalators, ties rounded up, "at or above" the threshold.
+    ``units_by_key`` gives each (contract, channel, period) key's escalator units instead
+    (indexed like :func:`dense_terms`'s arrays), for lines priced apart from the others.
 
     Returns the ``keep`` columns, units and amount_minor, and integer columns: deal_index,
     period_index, channel_code, usd_per_unit_micro, gross_usd_micro, units_in_period,
     rate_ppm (the rate applied), escalated (bool), royalty_micro.
     """
-    dense = _dense_terms(deals, terms, coded.periods)
-    n_periods, n_channels = len(coded.periods), len(CHANNELS)
-    frame = coded.frame.with_columns(gross_usd_micro=coded.gross(rounding))
-    frame = frame.with_columns(
-        _key=(
-            pl.lit(dense.deal_contract).gather(pl.col("deal_index")) * n_channels
-            + pl.col("channel_code")
-        )
-        * n_periods
-        + pl.col("period_index")
+    dense = dense_terms(deals, terms, coded.periods)
+    frame = coded.frame.with_columns(
+        gross_usd_micro=coded.gross(rounding),
+        _key=key_expr(dense.deal_contract, len(coded.periods)),
     )
     counted = frame if include is None else frame.filter(include)
     unknown = counted.select(
@@ -197,7 +222,8 @@ def price_lines(
         )
     ).to_series()
     if unknown.any():
-        sample = _sample(coded, include, unknown, ("isrc", "period", "channel", "currency"))
+        columns = ("isrc", "period", "channel", "currency")
+        sample = _sample(coded, counted, include, unknown, columns)
         raise WorldError(
             f"{unknown.sum()} clean line(s) have an unknown ISRC, period, channel or "
             f"currency, e.g. {sample}"
@@ -206,18 +232,14 @@ def price_lines(
     if missing_fx.any():
         raise WorldError(
             f"no FX rate for {missing_fx.sum()} line(s), e.g. "
-            f"{_sample(coded, include, missing_fx, ('period', 'currency'))}"
+            f"{_sample(coded, counted, include, missing_fx, ('period', 'currency'))}"
         )
     _check_int64("amount_minor × usd_per_unit_micro", counted, "amount_minor", "usd_per_unit_micro")
-    # Units per (contract, channel, period) key, summed once and gathered back to each line:
-    # over the counted lines, or over the lines ``count_units`` names (a misreading).
-    unit_lines = counted if count_units is None else frame.filter(count_units)
-    sums = (
-        unit_lines.filter(pl.col("_key").is_not_null()).group_by("_key").agg(pl.col("units").sum())
-    )
-    units_by_key = pl.zeros(dense.size, dtype=pl.Int64, eager=True).scatter(
-        sums.get_column("_key"), sums.get_column("units")
-    )
+    if units_by_key is None:
+        # Units per (contract, channel, period) key, summed once and gathered back to each
+        # line: over the counted lines, or over the lines ``count_units`` names.
+        unit_lines = counted if count_units is None else frame.filter(count_units)
+        units_by_key = key_units(unit_lines, dense.size)
     priced = counted.select(
         pl.exclude("_numerator", "_divisor", "currency_code"),
         units_in_period=pl.lit(units_by_key).gather(pl.col("_key")),
@@ -229,7 +251,7 @@ def price_lines(
     if missing_terms.any():
         raise WorldError(
             f"no contract terms for {missing_terms.sum()} line(s), e.g. "
-            f"{_sample(coded, include, missing_terms, ('isrc', 'channel', 'period'))}"
+            f"{_sample(coded, priced, include, missing_terms, ('isrc', 'channel', 'period'))}"
         )
     priced = priced.select(
         pl.exclude("_esc_units", "_esc_rate", "_key"),

@@ -9,7 +9,7 @@ tables alone (the flagged lines come from :mod:`reconcile`'s visible rules).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 import polars as pl
@@ -129,12 +129,24 @@ def _summed_lines(lines: pl.DataFrame, earning: pl.Series) -> pl.DataFrame:
     )
 
 
+GROUP_PERIODS, GROUP_CHANNELS = len(PERIODS), len(engine.CHANNELS)
+
+
+def group_expr() -> pl.Expr:
+    """One integer per (deal, period, channel), in that order: a track's royalties in one
+    period on one channel (sorting it sorts the three)."""
+    return (
+        pl.col("deal_index").cast(pl.Int64) * GROUP_PERIODS + pl.col("period_index")
+    ) * GROUP_CHANNELS + pl.col("channel_code")
+
+
 @dataclass(frozen=True)
 class PreparedLines:
     """What every reading of the rules reads the same way from a world's statement lines:
     the deals in force (rule 3 as written), the lines with their statement's index, and
-    the lines as integer codes with their gross (:func:`engine_bulk.code_lines`). Prepared
-    once, it serves the answer key under every misreading (the suite computes twenty)."""
+    the lines as integer codes with their gross and group (:func:`engine_bulk.code_lines`,
+    :func:`group_expr`). Prepared once, it serves the answer key under every misreading
+    (the suite computes twenty)."""
 
     deals: pl.DataFrame
     statement_ids: pl.Series
@@ -156,45 +168,74 @@ def prepare_lines(world: Mapping[str, pl.DataFrame]) -> PreparedLines:
     coded = engine_bulk.code_lines(
         lines, deals, world["fx_rates"], PERIODS, keep=("line_id", "statement_index")
     )
+    coded = replace(coded, frame=coded.frame.with_columns(group=group_expr()))
     known = coded.frame.get_column("deal_index").is_not_null()
     return PreparedLines(deals, statement_ids, lines, coded, known)
 
 
-def compute_truth(
-    world: Mapping[str, pl.DataFrame],
-    token: str | None,
-    reading: RuleReading = RULES,
-    *,
-    registry: pl.DataFrame | None = None,
-    prepared: PreparedLines | None = None,
-    statement_totals: bool = True,
-) -> dict[str, pl.DataFrame]:
-    """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
+@dataclass(frozen=True)
+class LineStage:
+    """Rules 1-6 of one reading over a world's lines: the deals and terms it read, and the
+    royalties per group (:func:`group_expr`: units, gross_usd_micro, royalty_micro,
+    rate_ppm, escalated, line_count; royalties per line, before rule 6 is read as a rate on
+    the sum). ``royalties`` (per line) is kept for the statement totals."""
 
-    ``registry`` is the anomaly registry under the same reading and ``prepared`` the
-    world's :func:`prepare_lines`, when already computed; without a canary ``token`` (part
-    of a world) the canary table is left empty; ``statement_totals=False`` leaves that
-    table out (the suite's misreadings do not ask about it).
-    """
-    if registry is None:
-        registry = flag_lines(world, reading)
-    if prepared is None:
-        prepared = prepare_lines(world)
+    deals: pl.DataFrame
+    terms: pl.DataFrame
+    groups: pl.DataFrame
+    royalties: pl.DataFrame | None
+
+
+def earning_lines(
+    prepared: PreparedLines, registry: pl.DataFrame, reading: RuleReading
+) -> pl.Series:
+    """Rule 1 as a mask over the prepared lines: known lines, less the flagged ones."""
+    if reading.flagged_lines_earn:
+        return prepared.known
     flagged = flagged_line_ids(registry)
-    deals = deals_for(world, reading, prepared.deals)
-    terms = engine.resolve_terms(
+    return prepared.known & ~prepared.coded.frame.get_column("line_id").is_in(flagged.implode())
+
+
+def reading_terms(world: Mapping[str, pl.DataFrame], reading: RuleReading) -> pl.DataFrame:
+    """Rule 4 per base contract, channel and period, as ``reading`` reads it."""
+    return engine.resolve_terms(
         world["contracts"],
         world["contract_rates"],
         PERIODS,
         as_of=reading.terms_as_of,
         amendment_replaces_row=reading.amendment_replaces_row,
     )
-    # Rule 1 as a mask over the lines.
+
+
+def group_royalties(royalties: pl.DataFrame) -> pl.DataFrame:
+    """Royalties per group (see :class:`LineStage`), sorted by group."""
+    if "group" not in royalties.columns:
+        royalties = royalties.with_columns(group=group_expr())
+    return (
+        royalties.group_by("group")
+        .agg(
+            units=pl.col("units").sum(),
+            gross_usd_micro=pl.col("gross_usd_micro").sum(),
+            royalty_micro=pl.col("royalty_micro").sum(),
+            rate_ppm=pl.col("rate_ppm").first(),
+            escalated=pl.col("escalated").any(),
+            line_count=pl.len().cast(pl.Int64),
+        )
+        .sort("group")
+    )
+
+
+def price_reading(
+    world: Mapping[str, pl.DataFrame],
+    prepared: PreparedLines,
+    registry: pl.DataFrame,
+    reading: RuleReading,
+) -> LineStage:
+    """Rules 1-6 over every line of ``world`` as ``reading`` reads them."""
+    deals = deals_for(world, reading, prepared.deals)
+    terms = reading_terms(world, reading)
     known = prepared.known
-    earning = known
-    if not reading.flagged_lines_earn:
-        is_flagged = prepared.coded.frame.get_column("line_id").is_in(flagged.implode())
-        earning = known & ~is_flagged
+    earning = earning_lines(prepared, registry, reading)
     options: dict[str, object] = {
         "rounding": reading.rounding,
         "escalator_strict": reading.escalator_strict,
@@ -218,13 +259,38 @@ def compute_truth(
             count_units=known if reading.flagged_units_count else None,
             **options,  # type: ignore[arg-type]
         )
+    return LineStage(deals, terms, group_royalties(royalties), royalties)
 
-    track_period = _track_period(royalties, deals, reading)
-    contract_terms = _contract_terms(terms, track_period, reading)
+
+def compute_truth(
+    world: Mapping[str, pl.DataFrame],
+    token: str | None,
+    reading: RuleReading = RULES,
+    *,
+    registry: pl.DataFrame | None = None,
+    prepared: PreparedLines | None = None,
+    stage: LineStage | None = None,
+) -> dict[str, pl.DataFrame]:
+    """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
+
+    ``registry`` is the anomaly registry under the same reading, ``prepared`` the world's
+    :func:`prepare_lines` and ``stage`` the reading's :func:`price_reading`, when already
+    computed; without a canary ``token`` (part of a world) the canary table is left empty,
+    and without the stage's royalties per line the statement totals are left out (the
+    suite's misreadings do not ask about them).
+    """
+    if registry is None:
+        registry = flag_lines(world, reading)
+    if stage is None:
+        if prepared is None:
+            prepared = prepare_lines(world)
+        stage = price_reading(world, prepared, registry, reading)
+    track_period = _track_period(stage.groups, stage.deals, reading)
+    contract_terms = _contract_terms(stage.terms, track_period, reading)
     charges = _charges(world, reading)
     accounts = world["recoupment_accounts"].select("account_id", "artist_id")
     if not reading.pooled_accounts:
-        deals_split, charges, accounts = _split_pooled(world, deals, charges)
+        deals_split, charges, accounts = _split_pooled(world, stage.deals, charges)
         account_of = dict(deals_split.select("isrc", "account_id").iter_rows())
         track_period = track_period.with_columns(
             account_id=pl.col("isrc").replace_strict(account_of, return_dtype=pl.String)
@@ -249,45 +315,25 @@ def compute_truth(
         "canary": _canary(world, token) if token is not None else _NO_CANARY,
         "contract_terms": contract_terms,
     }
-    if statement_totals:
+    if stage.royalties is not None:
+        statement_ids = world["statements"].get_column("statement_id").sort()
         tables["statement_totals"] = _statement_totals(
-            world, royalties, registry, prepared.statement_ids
+            world, stage.royalties, registry, statement_ids
         )
     return tables
 
 
-def _track_period(
-    royalties: pl.DataFrame, deals: pl.DataFrame, reading: RuleReading
-) -> pl.DataFrame:
-    """Royalties per track, period and channel (strings attached after aggregating codes)."""
+def _track_period(groups: pl.DataFrame, deals: pl.DataFrame, reading: RuleReading) -> pl.DataFrame:
+    """Royalties per track, period and channel: the groups with their strings attached."""
     deal_strings = deals.with_row_index("deal_index").with_columns(
         pl.col("deal_index").cast(pl.Int64)
     )
     periods = pl.Series(PERIODS, dtype=pl.String)
     channels = pl.Series(engine.CHANNELS, dtype=pl.String)
-    n_periods, n_channels = len(PERIODS), len(engine.CHANNELS)
-    # One integer key per (deal, period, channel), in that order: grouping on one column
-    # is cheaper than on three, and sorting the key sorts the three.
-    grouped = (
-        royalties.group_by(
-            _key=(pl.col("deal_index").cast(pl.Int64) * n_periods + pl.col("period_index"))
-            * n_channels
-            + pl.col("channel_code")
-        )
-        .agg(
-            units=pl.col("units").sum(),
-            gross_usd_micro=pl.col("gross_usd_micro").sum(),
-            royalty_micro=pl.col("royalty_micro").sum(),
-            rate_ppm=pl.col("rate_ppm").first(),
-            escalated=pl.col("escalated").any(),
-            line_count=pl.len().cast(pl.Int64),
-        )
-        .sort("_key")
-        .with_columns(
-            deal_index=pl.col("_key") // (n_periods * n_channels),
-            period_index=pl.col("_key") // n_channels % n_periods,
-            channel_code=pl.col("_key") % n_channels,
-        )
+    grouped = groups.with_columns(
+        deal_index=pl.col("group") // (GROUP_PERIODS * GROUP_CHANNELS),
+        period_index=pl.col("group") // GROUP_CHANNELS % GROUP_PERIODS,
+        channel_code=pl.col("group") % GROUP_CHANNELS,
     )
     if not reading.royalty_per_line:
         grouped = grouped.with_columns(

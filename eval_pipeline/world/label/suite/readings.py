@@ -12,14 +12,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
+from eval_pipeline.world.label.misread import misread_stage
 from eval_pipeline.world.label.reconcile import LineEvidence, collect_evidence, registry
 from eval_pipeline.world.label.rulebook import MISREADINGS, RULES, Misreading
 from eval_pipeline.world.label.suite.answers import LabelData
-from eval_pipeline.world.label.truth import compute_truth, prepare_lines, subset_world
+from eval_pipeline.world.label.truth import (
+    compute_truth,
+    prepare_lines,
+    price_reading,
+    subset_world,
+)
 from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
@@ -140,16 +146,17 @@ def build_views(
     part = subset_world(world, set(pool))
     evidence: LineEvidence = collect_evidence(world)
     prepared = prepare_lines(part)
-    rules_part = compute_truth(part, None, RULES, prepared=prepared, statement_totals=False)
     part_lines = part["statement_lines"].select("line_id")
+    rules_registry = registry(evidence, RULES).join(part_lines, on="line_id", how="semi")
+    rules_stage = replace(price_reading(part, prepared, rules_registry, RULES), royalties=None)
+    rules_part = compute_truth(part, None, RULES, registry=rules_registry, stage=rules_stage)
 
     def view(m: Misreading) -> LabelData:
         flags = registry(evidence, m.reading)
         if m.money:
             in_part = flags.join(part_lines, on="line_id", how="semi")
-            tables = compute_truth(
-                part, None, m.reading, registry=in_part, prepared=prepared, statement_totals=False
-            )
+            stage = misread_stage(part, prepared, rules_stage, rules_registry, m.reading, in_part)
+            tables = compute_truth(part, None, m.reading, registry=in_part, stage=stage)
         else:
             tables = dict(rules_part)
         tables["anomalies"] = flags
