@@ -1,4 +1,5 @@
-"""The suite's subject selection: exact integer gains pick what exact fractions picked."""
+"""The suite's subject selection: ranked exact gains over frames pick what the first selection
+(every candidate's gain recomputed as a Fraction at every pick) picked."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from eval_pipeline.world.label.rulebook import RULES
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.readings import Views
-from eval_pipeline.world.label.suite.select import COVERAGE, Candidate, Selector
+from eval_pipeline.world.label.suite.select import COVERAGE, Candidate, Evaluated, Selector
 from eval_pipeline.world.label.suite.templates import TEMPLATES
 from eval_pipeline.world.rng import Stream
 
@@ -37,7 +38,9 @@ def selector(support: dict[str, int]) -> Selector:
 def reference_choose(selector: Selector, name: str, count: int) -> list[Candidate]:
     """The selection as first written: every candidate's gain recomputed as a Fraction at
     every pick, ties kept by the seeded order."""
-    candidates = selector.evaluated[name]
+    candidates = [
+        selector.evaluated[name].candidate(i) for i in range(selector.evaluated[name].frame.height)
+    ]
     order = selector.stream.child(name).permutation(len(candidates))
     taken: list[int] = []
     artists: set[str] = set()
@@ -73,7 +76,10 @@ def reference_choose(selector: Selector, name: str, count: int) -> list[Candidat
 
 candidate_strategy = st.builds(
     lambda answer, misread, artist: Candidate(
-        row={}, answer=str(answer), misread={m: "x" for m in misread}, artist=artist
+        row={"answer": str(answer), "who": artist},
+        answer=str(answer),
+        misread={m: "x" for m in misread},
+        artist=artist,
     ),
     st.integers(0, 3),
     st.sets(st.sampled_from(MISREADINGS), max_size=3),
@@ -96,7 +102,8 @@ def test_choose_picks_what_fractions_picked(
     for number, (candidates, count) in enumerate(zip(candidate_lists, counts, strict=False)):
         template = TEMPLATES[number]
         count = min(count, len(candidates))
-        fast.evaluated[template.name] = slow.evaluated[template.name] = candidates
+        evaluated = Evaluated.of(candidates, fast.bits, "who")
+        fast.evaluated[template.name] = slow.evaluated[template.name] = evaluated
         fast.choose(replace(template, count=count))
         expected = reference_choose(slow, template.name, count)
         assert fast.chosen[template.name] == expected

@@ -9,7 +9,7 @@ rarest misreadings first, preferring subjects that exercise a misreading still s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import lcm
 from typing import Any
@@ -47,6 +47,55 @@ class Candidate:
     artist: str | None
 
 
+_MASK, _POSITION, _INDEX = "_mask", "_position", "_index"
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A template's candidate subjects, in parameter order: their wording columns (answer and
+    artist included) and ``_mask``, a bit per misreading whose answer differs; ``misread``
+    holds those answers (``_index``: the candidate's row, misreading, answer); ``artist``
+    names the column holding a subject's artist, if any."""
+
+    frame: pl.DataFrame
+    misread: pl.DataFrame
+    artist: str | None
+
+    @classmethod
+    def of(
+        cls, candidates: Sequence[Candidate], bits: Mapping[str, int], artist: str | None
+    ) -> Evaluated:
+        """Candidates given one by one, each row holding its answer and artist column."""
+        rows = [{**c.row, _MASK: sum(1 << bits[m] for m in c.misread)} for c in candidates]
+        text = {name: pl.String for name in ("answer", artist) if name is not None}
+        frame = pl.DataFrame(rows, schema_overrides={**text, _MASK: pl.Int64})
+        misread = pl.DataFrame(
+            [
+                {_INDEX: i, "misreading": m, "misread_answer": a}
+                for i, c in enumerate(candidates)
+                for m, a in c.misread.items()
+            ],
+            schema=_MISREAD_SCHEMA,
+        )
+        return cls(frame=frame, misread=misread, artist=artist)
+
+    def candidate(self, index: int) -> Candidate:
+        """The candidate in row ``index``."""
+        row = {k: v for k, v in self.frame.row(index, named=True).items() if k != _MASK}
+        misread = self.misread.filter(pl.col(_INDEX) == index)
+        return Candidate(
+            row=row,
+            answer=str(row["answer"]),
+            misread=dict(misread.select("misreading", "misread_answer").iter_rows()),
+            artist=None
+            if self.artist is None or row[self.artist] is None
+            else str(row[self.artist]),
+        )
+
+
+_MISREAD_SCHEMA = {_INDEX: pl.Int64, "misreading": pl.String, "misread_answer": pl.String}
+
+
 @dataclass
 class Selector:
     """Evaluates templates against every misreading and picks their subjects."""
@@ -54,13 +103,18 @@ class Selector:
     views: Views
     stream: Stream
     need: dict[str, int] = field(default_factory=dict)
-    evaluated: dict[str, list[Candidate]] = field(default_factory=dict)
+    evaluated: dict[str, Evaluated] = field(default_factory=dict)
     chosen: dict[str, list[Candidate]] = field(default_factory=dict)
     support: dict[str, int] = field(default_factory=dict)
     """How many candidate subjects, over all templates, exercise each misreading."""
+    bits: dict[str, int] = field(default_factory=dict)
+    """Each misreading's bit in a candidate's mask."""
 
     def __post_init__(self) -> None:
         self.need = {m: COVERAGE for m in self.views.misread}
+        self.bits = {m: bit for bit, m in enumerate(self.views.misread)}
+        if len(self.bits) > 62:
+            raise WorldError(f"the suite tells apart at most 62 misreadings, not {len(self.bits)}")
         self._artist_of_contract = dict(
             self.views.rules.table("contracts").select("contract_id", "artist_id").iter_rows()
         )
@@ -75,7 +129,7 @@ class Selector:
             .alias(column)
         )
 
-    def evaluate(self, template: Template) -> list[Candidate]:
+    def evaluate(self, template: Template) -> Evaluated:
         """Every subject of ``template`` with its answer and the misreadings it exercises."""
         if template.name in self.evaluated:
             return self.evaluated[template.name]
@@ -83,6 +137,8 @@ class Selector:
         pooled = template.artist_column is not None
         view = self.views.rules_part if pooled else self.views.rules
         frame = self._with_artist(template, template.table(view))
+        if frame.schema.get("answer") != pl.String:
+            raise WorldError(f"suite template {template.name} answers in {frame.schema}, not text")
         if pooled:
             frame = frame.filter(pl.col(str(template.artist_column)).is_in(sorted(self.views.pool)))
         frame = frame.unique(subset=params, keep="first", maintain_order=True).sort(params)
@@ -93,49 +149,64 @@ class Selector:
             frame = frame.join(other, on=params, how="left", maintain_order="left")
             if template.absent_answer is not None:
                 frame = frame.with_columns(pl.col(misreading_id).fill_null(template.absent_answer))
+        # Keep a misreading's answer only where it differs from the rules'.
+        differs = {
+            m: pl.when(pl.col(m) != pl.col("answer")).then(pl.col(m).cast(pl.String))
+            for m in misread_views
+        }
+        frame = frame.with_columns(**differs)
         if template.rule_bearing:
-            differs = [
-                pl.col(m).is_not_null() & (pl.col(m) != pl.col("answer")) for m in misread_views
-            ]
-            frame = frame.filter(pl.any_horizontal(differs)) if differs else frame.clear()
-        candidates = []
-        for row in frame.iter_rows(named=True):
-            answer = str(row["answer"])
-            misread = {
-                m: str(row[m])
-                for m in misread_views
-                if row[m] is not None and str(row[m]) != answer
-            }
-            wording = {k: v for k, v in row.items() if k not in misread_views}
-            artist = None if template.artist_column is None else str(row[template.artist_column])
-            candidates.append(Candidate(row=wording, answer=answer, misread=misread, artist=artist))
-        if template.rule_bearing:
-            candidates = [c for c in candidates if c.misread]
+            exercised = [pl.col(m).is_not_null() for m in misread_views]
+            frame = frame.filter(pl.any_horizontal(exercised)) if exercised else frame.clear()
         if template.requires_rule is not None:
-            candidates = [
-                c
-                for c in candidates
-                if any(MISREADINGS_BY_ID[m].rule_id == template.requires_rule for m in c.misread)
+            ruled = [
+                pl.col(m).is_not_null()
+                for m in misread_views
+                if MISREADINGS_BY_ID[m].rule_id == template.requires_rule
             ]
-        if len(candidates) < template.count:
+            frame = frame.filter(pl.any_horizontal(ruled)) if ruled else frame.clear()
+        if frame.height < template.count:
             raise SuiteTooSmallError(
                 f"suite template {template.name} needs {template.count} subjects, the world offers "
-                f"{len(candidates)}"
+                f"{frame.height}"
             )
-        self.evaluated[template.name] = candidates
-        return candidates
+        mask: pl.Expr = pl.lit(0, dtype=pl.Int64)
+        for m in misread_views:
+            mask = mask + pl.when(pl.col(m).is_not_null()).then(1 << self.bits[m]).otherwise(0)
+        frame = frame.with_columns(mask.cast(pl.Int64).alias(_MASK))
+        misread = (
+            frame.select(*misread_views)
+            .with_row_index(_INDEX)
+            .unpivot(index=_INDEX, variable_name="misreading", value_name="misread_answer")
+            .drop_nulls("misread_answer")
+            .with_columns(pl.col(_INDEX).cast(pl.Int64))
+            if misread_views
+            else pl.DataFrame(schema=_MISREAD_SCHEMA)
+        )
+        evaluated = Evaluated(
+            frame=frame.drop(*misread_views), misread=misread, artist=template.artist_column
+        )
+        self.evaluated[template.name] = evaluated
+        return evaluated
+
+    def _exercised(self, evaluated: Evaluated) -> dict[str, int]:
+        """How many of the candidates exercise each misreading."""
+        counts = evaluated.frame.select(
+            [((pl.col(_MASK) & (1 << bit)) != 0).sum().alias(m) for m, bit in self.bits.items()]
+        ).row(0, named=True)
+        return {m: int(n) for m, n in counts.items()}
 
     def rarest_first(self, templates: Sequence[Template]) -> list[Template]:
         """Templates ordered by the rarest misreading their subjects can exercise."""
+        exercised = {t.name: self._exercised(self.evaluate(t)) for t in templates}
         support: dict[str, int] = {m: 0 for m in self.views.misread}
-        for template in templates:
-            for candidate in self.evaluate(template):
-                for m in candidate.misread:
-                    support[m] += 1
+        for counts in exercised.values():
+            for m, n in counts.items():
+                support[m] += n
         self.support = support
 
         def rarity(template: Template) -> tuple[int, str]:
-            counts = [support[m] for c in self.evaluate(template) for m in c.misread]
+            counts = [support[m] for m, n in exercised[template.name].items() if n]
             return (min(counts) if counts else 1 << 30, template.name)
 
         return sorted(templates, key=rarity)
@@ -146,47 +217,60 @@ class Selector:
         A subject's score is (new answer, exercises a needed misreading, gain, new artist),
         compared as a tuple; ties keep the earlier subject of a seeded order. The gain is the
         sum of 1/support over the needed misreadings it exercises (a misreading few subjects
-        exercise is worth more than a common one), kept exactly as integers over the least
-        common multiple of the supports, and updated only where a misreading stops being
-        needed.
+        exercise is worth more than a common one): subjects that exercise the same needed
+        misreadings gain the same, so the gains are computed exactly per set (as integers
+        over the least common multiple of the supports) and compared by rank.
         """
-        candidates = self.evaluate(template)
-        order = self.stream.child(template.name).permutation(len(candidates))
-        supports = {m: self.support.get(m) or 1 for c in candidates for m in c.misread}
+        evaluated = self.evaluate(template)
+        n = evaluated.frame.height
+        order = self.stream.child(template.name).add_u64(
+            pl.DataFrame({_INDEX: pl.int_range(0, n, dtype=pl.Int64, eager=True)}), _INDEX, "_u"
+        )
+        artist = evaluated.artist
+        who = pl.col(artist) if artist is not None else pl.lit(None, pl.String)
+        frame = (
+            evaluated.frame.with_row_index(_INDEX)
+            .select(pl.col(_INDEX).cast(pl.Int64), _MASK, "answer", who.alias("_who"))
+            .join(order, on=_INDEX)
+            .sort(["_u", _INDEX])
+        )
+        supports = {m: self.support.get(m) or 1 for m in self.bits}
         scale = lcm(1, *supports.values())
-        weight = {m: scale // support for m, support in supports.items()}
-        gains = [sum(weight[m] for m in c.misread if self.need[m] > 0) for c in candidates]
-        exercising: dict[str, list[int]] = {}
-        for index, candidate in enumerate(candidates):
-            for m in candidate.misread:
-                exercising.setdefault(m, []).append(index)
-        taken: set[int] = set()
-        artists: set[str] = set()
-        answers: set[str] = set()
+        taken: list[int] = []
+        artists: list[str] = []
+        answers: list[str] = []
         for _ in range(template.count):
-            best, best_score = -1, (-1, -1, -1, -1)
-            for index in order:
-                if index in taken:
-                    continue
-                candidate = candidates[index]
-                gain = gains[index]
-                fresh = int(candidate.artist is None or candidate.artist not in artists)
-                # A YES/NO or count question should not always have the same answer.
-                new_answer = int(candidate.answer not in answers)
-                score = (new_answer, int(gain > 0), gain, fresh)
-                if score > best_score:
-                    best, best_score = index, score
-            taken.add(best)
-            chosen = candidates[best]
-            if chosen.artist is not None:
-                artists.add(chosen.artist)
-            answers.add(chosen.answer)
-            for m in chosen.misread:
-                self.need[m] -= 1
-                if self.need[m] == 0:
-                    for index in exercising[m]:
-                        gains[index] -= weight[m]
-        self.chosen[template.name] = [candidates[i] for i in sorted(taken)]
+            needed = sum(1 << self.bits[m] for m, left in self.need.items() if left > 0)
+            left = frame.filter(~pl.col(_INDEX).is_in(pl.Series(taken, dtype=pl.Int64).implode()))
+            left = left.with_columns(_needed=pl.col(_MASK) & needed)
+            sets = left.get_column("_needed").unique().to_list()
+            gain = {
+                v: sum(scale // supports[m] for m, b in self.bits.items() if v >> b & 1)
+                for v in sets
+            }
+            distinct = sorted(set(gain.values()))
+            rank_of = {g: i for i, g in enumerate(distinct)}
+            rank = {v: rank_of[gain[v]] for v in sets}
+            new_answer = ~pl.col("answer").is_in(pl.Series(answers, dtype=pl.String).implode())
+            fresh = pl.col("_who").is_null() | ~pl.col("_who").is_in(
+                pl.Series(artists, dtype=pl.String).implode()
+            )
+            score = (
+                (new_answer.cast(pl.Int64) * 2 + (pl.col("_needed") != 0).cast(pl.Int64))
+                * (len(distinct) + 1)
+                + pl.col("_needed").replace_strict(rank, return_dtype=pl.Int64)
+            ) * 2 + fresh.cast(pl.Int64)
+            scored = left.with_columns(_score=score)
+            # The best score; of equals, the first in the seeded order.
+            best = scored.filter(pl.col("_score") == pl.col("_score").max()).row(0, named=True)
+            taken.append(int(best[_INDEX]))
+            if best["_who"] is not None:
+                artists.append(str(best["_who"]))
+            answers.append(str(best["answer"]))
+            for m, bit in self.bits.items():
+                if best[_MASK] >> bit & 1:
+                    self.need[m] -= 1
+        self.chosen[template.name] = [evaluated.candidate(i) for i in sorted(taken)]
 
     def shortfall(self) -> dict[str, int]:
         """Misreadings exercised by fewer than :data:`COVERAGE` chosen cases."""
