@@ -14,14 +14,14 @@ def test_the_lines_of_one_world_are_scanned_once(
     label_world: GeneratedWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scans: list[int] = []
-    scan = reconcile._scan_evidence
+    scan = reconcile.scan_evidence
 
     def counted(world: dict[str, pl.DataFrame]) -> reconcile.LineEvidence:
         scans.append(world["statement_lines"].height)
         return scan(world)
 
-    monkeypatch.setattr(reconcile, "_scan_evidence", counted)
-    monkeypatch.setattr(reconcile, "_remembered", [])
+    monkeypatch.setattr(reconcile, "scan_evidence", counted)
+    reconcile._evidence.clear()
     tables = dict(label_world.tables)
     first = reconcile.flag_lines(tables)
     again = reconcile.flag_lines(dict(label_world.tables), MISREADINGS[0].reading)

@@ -8,8 +8,6 @@ planted (see :func:`eval_pipeline.world.label.statements.build_statements`).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,6 +15,7 @@ import polars as pl
 
 from eval_pipeline.world.label import engine
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
+from eval_pipeline.world.memo import ByTables
 
 REGISTRY_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "line_id": pl.Int64,
@@ -140,31 +139,18 @@ class LineEvidence:
     """Lines matching a single-line rule, with known, statement_currency, release date."""
 
 
-_EVIDENCE_TABLES = ("statement_lines", "statements", "tracks", "releases")
-_remembered: list[tuple[tuple[weakref.ref[pl.DataFrame], ...], LineEvidence]] = []
-_remembered_lock = threading.Lock()
-
-
 def collect_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
     """Scan the lines once for everything F1-F7 could apply to.
 
-    The evidence of the last two worlds is remembered by the identity of the tables it was
-    read from (a frame is immutable): the generator, the answer key and the suite each
-    apply the rules to the same world of one run, and scan its lines once between them.
+    Remembered by the identity of the tables it was read from (:class:`ByTables`): the
+    generator, the answer key and the suite each apply the rules to the same world of one
+    run, and scan its lines once between them.
     """
-    frames = tuple(world[name] for name in _EVIDENCE_TABLES)
-    with _remembered_lock:
-        for refs, evidence in _remembered:
-            if all(ref() is frame for ref, frame in zip(refs, frames, strict=True)):
-                return evidence
-    evidence = _scan_evidence(world)
-    with _remembered_lock:
-        _remembered.insert(0, (tuple(weakref.ref(frame) for frame in frames), evidence))
-        del _remembered[2:]
-    return evidence
+    return _evidence(world)
 
 
-def _scan_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
+def scan_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
+    """The evidence of :func:`collect_evidence`, scanned afresh."""
     lines = world["statement_lines"]
     statement_currency = dict(world["statements"].select("statement_id", "currency").iter_rows())
     release_of_isrc = (
@@ -211,6 +197,11 @@ def _scan_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
     )
     repeats = lines.filter(pl.struct(list(_TWIN_COLUMNS)).is_duplicated())
     return LineEvidence(repeats=repeats, singles=singles)
+
+
+_evidence = ByTables(
+    ("statement_lines", "statements", "tracks", "releases"), lambda world: scan_evidence(world)
+)
 
 
 def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from eval_pipeline.world.label import engine, engine_bulk
 from eval_pipeline.world.label.distributors import PERIODS
 from eval_pipeline.world.label.reconcile import flag_lines, flagged_line_ids
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
+from eval_pipeline.world.memo import ByTables
 
 LEDGER_START = date(2025, 1, 1)
 TRUTH_TABLES: tuple[str, ...] = (
@@ -173,6 +174,14 @@ def prepare_lines(world: Mapping[str, pl.DataFrame]) -> PreparedLines:
     return PreparedLines(deals, statement_ids, lines, coded, known)
 
 
+prepared_lines = ByTables(
+    ("statement_lines", "statements", "tracks", "releases", "contracts", "fx_rates"),
+    lambda world: prepare_lines(world),
+)
+""":func:`prepare_lines`, remembered by the identity of the tables it reads: the answer key
+and the suite's questions about statements share one coding of a run's lines."""
+
+
 @dataclass(frozen=True)
 class LineStage:
     """Rules 1-6 of one reading over a world's lines: the deals and terms it read, and the
@@ -283,7 +292,7 @@ def compute_truth(
         registry = flag_lines(world, reading)
     if stage is None:
         if prepared is None:
-            prepared = prepare_lines(world)
+            prepared = prepared_lines(world)
         stage = price_reading(world, prepared, registry, reading)
     track_period = _track_period(stage.groups, stage.deals, reading)
     contract_terms = _contract_terms(stage.terms, track_period, reading)

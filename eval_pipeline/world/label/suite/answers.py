@@ -20,7 +20,7 @@ from eval_pipeline.errors import WorldError
 from eval_pipeline.world.label import engine
 from eval_pipeline.world.label.reconcile import FLAG_KINDS
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
-from eval_pipeline.world.label.truth import deals_for
+from eval_pipeline.world.label.truth import PreparedLines, deals_for, prepared_lines
 
 
 @dataclass(frozen=True)
@@ -207,31 +207,27 @@ def account_balance_after(data: LabelData) -> pl.DataFrame:
 
 
 def track_channel_royalty(data: LabelData) -> pl.DataFrame:
-    rows = (
-        data.table("track_period_royalties")
-        .group_by(["isrc", "period", "channel", "artist_id"])
-        .agg(pl.col("royalty_micro").sum())
-    )
+    # One row per track, period and channel already (the answer key groups them so).
+    rows = data.table("track_period_royalties")
     return rows.with_columns(answer=micro_expr(pl.col("royalty_micro"))).select(
         "isrc", "period", "channel", "artist_id", "answer"
     )
 
 
-def line_royalty(data: LabelData, line_ids: pl.Series) -> pl.DataFrame:
-    """Rules 1-6 for the given statement lines (of tracks the answer key covers)."""
+def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
+    """Rules 1-6 for the statement lines ``asked`` (rows of statement_lines, of tracks the
+    answer key covers)."""
     reading = data.reading
     if reading.convert_summed_amounts:
         # Summing a month's amounts before converting says nothing about one line.
         return pl.DataFrame(
             schema={"line_id": pl.String, "artist_id": pl.String, "answer": pl.String}
         )
-    deals = deals_for(data.world, reading).select("isrc", "contract_id", "artist_id")
+    deals = deals_for(data.world, reading, prepared_lines(data.world).deals)
     covered = data.table("track_period_royalties").select("isrc").unique()
     lines = (
-        data.table("statement_lines")
-        .filter(pl.col("line_id").is_in(line_ids.implode()))
-        .join(covered, on="isrc", how="semi")
-        .join(deals, on="isrc")
+        asked.join(covered, on="isrc", how="semi")
+        .join(deals.select("isrc", "contract_id", "artist_id"), on="isrc")
         .join(data.table("fx_rates"), on=["period", "currency"])
         .join(
             data.table("contract_terms").select(
@@ -290,11 +286,44 @@ def payout_total(data: LabelData, batches: pl.DataFrame) -> pl.DataFrame:
 # -- statements and reconciliation ---------------------------------------------------
 
 
-def distributor_channel_units(data: LabelData) -> pl.DataFrame:
-    lines = data.table("statement_lines")
-    totals = lines.group_by(["distributor_id", "period", "channel"]).agg(
-        units=pl.col("units").sum()
+def _statement_strings(data: LabelData, prepared: PreparedLines) -> pl.DataFrame:
+    """statement_index (in the prepared lines' coding) to statement_id, distributor_id,
+    period and currency."""
+    return (
+        pl.DataFrame({"statement_id": prepared.statement_ids})
+        .with_row_index("statement_index")
+        .join(data.table("statements"), on="statement_id", how="left", maintain_order="left")
     )
+
+
+def distributor_channel_units(data: LabelData) -> pl.DataFrame:
+    """Units per distributor, period and channel, every line as reported; summed over the
+    lines' integer codes (:func:`truth.prepared_lines`), one statement being one
+    distributor's month."""
+    prepared = prepared_lines(data.world)
+    coded = prepared.coded.frame.select("statement_index", "channel_code", "units")
+    if coded.select(pl.any_horizontal(pl.all().is_null())).to_series().any():
+        lines = data.table("statement_lines")
+        totals = lines.group_by(["distributor_id", "period", "channel"]).agg(
+            units=pl.col("units").sum()
+        )
+    else:
+        channels = pl.Series(engine.CHANNELS, dtype=pl.String)
+        totals = (
+            coded.group_by("statement_index", "channel_code")
+            .agg(pl.col("units").sum())
+            .join(
+                _statement_strings(data, prepared).select(
+                    pl.col("statement_index").cast(coded.schema["statement_index"]),
+                    "distributor_id",
+                    "period",
+                ),
+                on="statement_index",
+            )
+            .group_by("distributor_id", "period", "channel_code")
+            .agg(pl.col("units").sum())
+            .with_columns(channel=pl.lit(channels).gather(pl.col("channel_code")))
+        )
     return totals.join(
         data.table("distributors").select("distributor_id", "name"), on="distributor_id"
     ).select("distributor_id", "period", "channel", "name", answer=pl.col("units").cast(pl.String))
@@ -302,13 +331,16 @@ def distributor_channel_units(data: LabelData) -> pl.DataFrame:
 
 def statement_clean_total(data: LabelData) -> pl.DataFrame:
     """The amounts of a statement's lines that are not flagged, in the statement currency:
-    the statement's total as delivered less its flagged lines."""
-    flagged = data.table("anomalies").filter(pl.col("flaggable")).select("line_id")
+    the statement's total as delivered less its flagged lines (found among the lines'
+    integer codes, :func:`truth.prepared_lines`)."""
+    flagged = data.table("anomalies").filter(pl.col("flaggable")).get_column("line_id")
+    prepared = prepared_lines(data.world)
     removed = (
-        data.table("statement_lines")
-        .join(flagged, on="line_id", how="semi")
-        .group_by("statement_id")
+        prepared.coded.frame.filter(pl.col("line_id").is_in(flagged.implode()))
+        .group_by("statement_index")
         .agg(removed=pl.col("amount_minor").sum())
+        .with_columns(statement_id=pl.lit(prepared.statement_ids).gather(pl.col("statement_index")))
+        .select("statement_id", "removed")
     )
     sums = (
         data.table("statements")

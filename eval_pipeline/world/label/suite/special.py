@@ -310,13 +310,14 @@ def _interesting_lines(
     return pl.Series("line_id", sorted(chosen), dtype=pl.Int64)
 
 
-def _line_template(line_ids: pl.Series) -> Template:
+def _line_template(lines: pl.DataFrame, line_ids: pl.Series) -> Template:
+    asked = lines.filter(pl.col("line_id").is_in(line_ids.implode()))
     return Template(
         name="line_royalty",
         category="royalty_math",
         count=8,
         answer_kind="money",
-        table=lambda data: answers.line_royalty(data, line_ids),
+        table=lambda data: answers.line_royalty(data, asked),
         params=("line_id",),
         question=lambda r: (
             f"What royalty does statement line {r['line_id']} earn for its artist, in US dollars "
@@ -336,7 +337,9 @@ def special_templates(
     stream: Stream,
 ) -> tuple[Template, ...]:
     return (
-        _line_template(_interesting_lines(stream.child("lines"), world, truth, pool)),
+        _line_template(
+            world["statement_lines"], _interesting_lines(stream.child("lines"), world, truth, pool)
+        ),
         _payout_template(_payout_batches(stream.child("batches"), truth, pool)),
         *_abstention_templates(world, stream.child("abstention")),
         *_adversarial_templates(truth, world),

@@ -1,0 +1,52 @@
+"""Results remembered by the identity of the tables they were computed from.
+
+A polars frame is immutable, so a function of some of a world's tables gives the same result
+for the same frame objects. The generator, the answer key and the suite of one run hand one
+another the same world, and each would otherwise recompute what the others already did
+(scan the lines for the reconciliation rules, code the lines as integers). A memo holds the
+last few results, each with weak references to the frames it was read from: a world read
+back from storage is new frames, and is computed afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
+
+import polars as pl
+
+T = TypeVar("T")
+
+
+class ByTables(Generic[T]):
+    """``compute(world)`` remembered by the identity of ``world[name]`` for ``names``."""
+
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        compute: Callable[[Mapping[str, pl.DataFrame]], T],
+        size: int = 2,
+    ) -> None:
+        self.names = names
+        self.compute = compute
+        self.size = size
+        self._entries: list[tuple[tuple[weakref.ref[pl.DataFrame], ...], T]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, world: Mapping[str, pl.DataFrame]) -> T:
+        frames = tuple(world[name] for name in self.names)
+        with self._lock:
+            for refs, result in self._entries:
+                if all(ref() is frame for ref, frame in zip(refs, frames, strict=True)):
+                    return result
+        result = self.compute(world)
+        with self._lock:
+            self._entries.insert(0, (tuple(weakref.ref(frame) for frame in frames), result))
+            del self._entries[self.size :]
+        return result
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
