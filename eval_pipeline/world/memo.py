@@ -50,3 +50,34 @@ class ByTables(Generic[T]):
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+class Parts:
+    """Values computed once per distinct inputs (compared by identity) and settings.
+
+    The suite computes the answer key under twenty readings of the rules; most readings
+    leave most steps' inputs as they were (the same deals, terms or royalties), and a step
+    whose inputs are the same objects under the same settings gives the same value. Kept
+    values hold their inputs, so an input's identity is not reused while the memo lives.
+    Safe to share between threads: of two threads computing one part, both get the value
+    the first to finish kept.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[object, ...], tuple[tuple[object, ...], object]] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        step: str,
+        inputs: tuple[object, ...],
+        settings: tuple[object, ...],
+        compute: Callable[[], T],
+    ) -> T:
+        key = (step, tuple(id(value) for value in inputs), settings)
+        with self._lock:
+            if key in self._values:
+                return self._values[key][1]  # type: ignore[return-value]
+        value = compute()
+        with self._lock:
+            return self._values.setdefault(key, (inputs, value))[1]  # type: ignore[return-value]

@@ -35,6 +35,7 @@ from eval_pipeline.world.label.truth import (
     price_reading,
     reading_terms,
 )
+from eval_pipeline.world.memo import Parts
 
 
 def _excluded(registry: pl.DataFrame, reading: RuleReading) -> pl.Series:
@@ -98,14 +99,16 @@ def misread_stage(
     rules_registry: pl.DataFrame,
     reading: RuleReading,
     registry: pl.DataFrame,
+    parts: Parts | None = None,
 ) -> LineStage:
     """:func:`truth.price_reading` of ``reading`` (with its ``registry``), from ``rules``:
     the stage of :data:`RULES` (with ``rules_registry``) over the same prepared lines.
-    The stage keeps no royalties per line."""
+    The stage keeps no royalties per line; where no group changes, its groups are the
+    rules' own frame."""
     if reading.rounding != RULES.rounding or reading.convert_summed_amounts:
-        return replace(price_reading(world, prepared, registry, reading), royalties=None)
+        return replace(price_reading(world, prepared, registry, reading, parts), royalties=None)
     deals = deals_for(world, reading, prepared.deals)
-    terms = reading_terms(world, reading)
+    terms = reading_terms(world, reading, parts)
     dense = engine_bulk.dense_terms(deals, terms, PERIODS)
     rules_out = _excluded(rules_registry, RULES)
     out = _excluded(registry, reading)
@@ -116,7 +119,7 @@ def misread_stage(
     )
     if changed.get_column("group").null_count():
         # A line with an unknown period or channel now earns: pricing it in full names it.
-        return replace(price_reading(world, prepared, registry, reading), royalties=None)
+        return replace(price_reading(world, prepared, registry, reading, parts), royalties=None)
     # The rules count the earning lines' units toward escalators; so does a misreading,
     # unless it counts every known line's.
     counted = _changed_lines(prepared, rules_out, 1) if reading.flagged_units_count else changed
@@ -130,9 +133,11 @@ def misread_stage(
         )
     ).get_column("group")
     again = pl.concat([moved, changed.get_column("group")]).unique()
+    if again.is_empty():
+        return LineStage(deals=deals, terms=terms, groups=rules.groups, royalties=None)
     if 2 * again.len() > groups.height:
         # Most groups move (another deal for most tracks): pricing every line is cheaper.
-        return replace(price_reading(world, prepared, registry, reading), royalties=None)
+        return replace(price_reading(world, prepared, registry, reading, parts), royalties=None)
     frame = prepared.coded.frame
     repriced = frame.get_column("group").is_in(again.implode()) & prepared.known
     if not reading.flagged_lines_earn:

@@ -204,6 +204,18 @@ _evidence = ByTables(
 )
 
 
+FLAG_FIELDS: tuple[str, ...] = (
+    "duplicate_copy",
+    "flag_unknown_isrc",
+    "flag_currency_mismatch",
+    "flag_impossible_units",
+    "flag_pre_release",
+    "flag_returns",
+    "flag_territory_twins",
+)
+"""The fields of a reading :func:`registry` reads: readings equal in these flag the same lines."""
+
+
 def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFrame:
     """The anomaly registry under ``reading``: one row per flagged or borderline line
     (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,

@@ -19,7 +19,7 @@ from eval_pipeline.world.label import engine, engine_bulk
 from eval_pipeline.world.label.distributors import PERIODS
 from eval_pipeline.world.label.reconcile import flag_lines, flagged_line_ids
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
-from eval_pipeline.world.memo import ByTables
+from eval_pipeline.world.memo import ByTables, Parts
 
 LEDGER_START = date(2025, 1, 1)
 TRUTH_TABLES: tuple[str, ...] = (
@@ -205,14 +205,21 @@ def earning_lines(
     return prepared.known & ~prepared.coded.frame.get_column("line_id").is_in(flagged.implode())
 
 
-def reading_terms(world: Mapping[str, pl.DataFrame], reading: RuleReading) -> pl.DataFrame:
+def reading_terms(
+    world: Mapping[str, pl.DataFrame], reading: RuleReading, parts: Parts | None = None
+) -> pl.DataFrame:
     """Rule 4 per base contract, channel and period, as ``reading`` reads it."""
-    return engine.resolve_terms(
-        world["contracts"],
-        world["contract_rates"],
-        PERIODS,
-        as_of=reading.terms_as_of,
-        amendment_replaces_row=reading.amendment_replaces_row,
+    return (parts or Parts()).get(
+        "terms",
+        (world["contracts"], world["contract_rates"]),
+        (reading.terms_as_of, reading.amendment_replaces_row),
+        lambda: engine.resolve_terms(
+            world["contracts"],
+            world["contract_rates"],
+            PERIODS,
+            as_of=reading.terms_as_of,
+            amendment_replaces_row=reading.amendment_replaces_row,
+        ),
     )
 
 
@@ -239,10 +246,12 @@ def price_reading(
     prepared: PreparedLines,
     registry: pl.DataFrame,
     reading: RuleReading,
+    parts: Parts | None = None,
 ) -> LineStage:
-    """Rules 1-6 over every line of ``world`` as ``reading`` reads them."""
+    """Rules 1-6 over every line of ``world`` as ``reading`` reads them (``parts``: steps
+    shared with other readings)."""
     deals = deals_for(world, reading, prepared.deals)
-    terms = reading_terms(world, reading)
+    terms = reading_terms(world, reading, parts)
     known = prepared.known
     earning = earning_lines(prepared, registry, reading)
     options: dict[str, object] = {
@@ -279,6 +288,7 @@ def compute_truth(
     registry: pl.DataFrame | None = None,
     prepared: PreparedLines | None = None,
     stage: LineStage | None = None,
+    parts: Parts | None = None,
 ) -> dict[str, pl.DataFrame]:
     """The ``truth`` tables of ``world`` under ``reading`` (:data:`RULES`: the answer key).
 
@@ -286,35 +296,61 @@ def compute_truth(
     :func:`prepare_lines` and ``stage`` the reading's :func:`price_reading`, when already
     computed; without a canary ``token`` (part of a world) the canary table is left empty,
     and without the stage's royalties per line the statement totals are left out (the
-    suite's misreadings do not ask about them).
+    suite's misreadings do not ask about them). ``parts`` shares steps between readings of
+    the same world: a table whose inputs did not change is the same object.
     """
+    parts = parts or Parts()
     if registry is None:
         registry = flag_lines(world, reading)
     if stage is None:
         if prepared is None:
             prepared = prepared_lines(world)
-        stage = price_reading(world, prepared, registry, reading)
-    track_period = _track_period(stage.groups, stage.deals, reading)
-    contract_terms = _contract_terms(stage.terms, track_period, reading)
-    charges = _charges(world, reading)
-    accounts = world["recoupment_accounts"].select("account_id", "artist_id")
+        stage = price_reading(world, prepared, registry, reading, parts)
+    per_line = None if reading.royalty_per_line else reading.rounding
+    track_period = parts.get(
+        "track_period",
+        (stage.groups, stage.deals),
+        (per_line,),
+        lambda: _track_period(stage.groups, stage.deals, reading),
+    )
+    contract_terms = parts.get(
+        "contract_terms",
+        (stage.terms, track_period),
+        (reading.escalator_strict,),
+        lambda: _contract_terms(stage.terms, track_period, reading),
+    )
+    charges = parts.get(
+        "charges",
+        (world["advances"], world["expenses"]),
+        (reading.pre_ledger_charges,),
+        lambda: _charges(world, reading),
+    )
+    accounts = parts.get(
+        "accounts",
+        (world["recoupment_accounts"],),
+        (),
+        lambda: world["recoupment_accounts"].select("account_id", "artist_id"),
+    )
     if not reading.pooled_accounts:
-        deals_split, charges, accounts = _split_pooled(world, stage.deals, charges)
-        account_of = dict(deals_split.select("isrc", "account_id").iter_rows())
-        track_period = track_period.with_columns(
-            account_id=pl.col("isrc").replace_strict(account_of, return_dtype=pl.String)
+        track_period, charges, accounts = parts.get(
+            "split",
+            (stage.deals, charges, track_period),
+            (),
+            lambda: _split_accounts(world, stage.deals, charges, track_period),
         )
-    earnings = track_period.group_by(["account_id", "period"]).agg(
-        earnings_micro=pl.col("royalty_micro").sum()
+    account_ledger = parts.get(
+        "account_ledger",
+        (track_period, charges, accounts),
+        (),
+        lambda: _account_ledger(track_period, charges, accounts),
     )
-    account_ledger = engine_bulk.recoupment_ledger(
-        accounts,
-        engine.charge_periods(charges.select("account_id", "charge_date", "amount_micro"), PERIODS),
-        earnings,
-        PERIODS,
-    )
-    artist_ledger = engine_bulk.artist_ledger(
-        account_ledger, rounding=reading.rounding, payable_rounding=reading.payable_rounding
+    artist_ledger = parts.get(
+        "artist_ledger",
+        (account_ledger,),
+        (reading.rounding, reading.payable_rounding),
+        lambda: engine_bulk.artist_ledger(
+            account_ledger, rounding=reading.rounding, payable_rounding=reading.payable_rounding
+        ),
     )
     tables = {
         "artist_ledger": artist_ledger,
@@ -330,6 +366,37 @@ def compute_truth(
             world, stage.royalties, registry, statement_ids
         )
     return tables
+
+
+def _split_accounts(
+    world: Mapping[str, pl.DataFrame],
+    deals: pl.DataFrame,
+    charges: pl.DataFrame,
+    track_period: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Misreading of rule 7: track royalties, charges and accounts with every contract of a
+    pooled account recouping on its own."""
+    deals_split, charges, accounts = _split_pooled(world, deals, charges)
+    account_of = dict(deals_split.select("isrc", "account_id").iter_rows())
+    track_period = track_period.with_columns(
+        account_id=pl.col("isrc").replace_strict(account_of, return_dtype=pl.String)
+    )
+    return track_period, charges, accounts
+
+
+def _account_ledger(
+    track_period: pl.DataFrame, charges: pl.DataFrame, accounts: pl.DataFrame
+) -> pl.DataFrame:
+    """Rule 8 per account and period from the track royalties and the charges."""
+    earnings = track_period.group_by(["account_id", "period"]).agg(
+        earnings_micro=pl.col("royalty_micro").sum()
+    )
+    return engine_bulk.recoupment_ledger(
+        accounts,
+        engine.charge_periods(charges.select("account_id", "charge_date", "amount_micro"), PERIODS),
+        earnings,
+        PERIODS,
+    )
 
 
 def _track_period(groups: pl.DataFrame, deals: pl.DataFrame, reading: RuleReading) -> pl.DataFrame:

@@ -17,7 +17,12 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from eval_pipeline.world.label.misread import misread_stage
-from eval_pipeline.world.label.reconcile import LineEvidence, collect_evidence, registry
+from eval_pipeline.world.label.reconcile import (
+    FLAG_FIELDS,
+    LineEvidence,
+    collect_evidence,
+    registry,
+)
 from eval_pipeline.world.label.rulebook import MISREADINGS, RULES, Misreading
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.truth import (
@@ -26,6 +31,7 @@ from eval_pipeline.world.label.truth import (
     price_reading,
     subset_world,
 )
+from eval_pipeline.world.memo import Parts
 from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
@@ -146,17 +152,31 @@ def build_views(
     part = subset_world(world, set(pool))
     evidence: LineEvidence = collect_evidence(world)
     prepared = prepare_lines(part)
+    parts = Parts()
     part_lines = part["statement_lines"].select("line_id")
     rules_registry = registry(evidence, RULES).join(part_lines, on="line_id", how="semi")
-    rules_stage = replace(price_reading(part, prepared, rules_registry, RULES), royalties=None)
-    rules_part = compute_truth(part, None, RULES, registry=rules_registry, stage=rules_stage)
+    rules_stage = replace(
+        price_reading(part, prepared, rules_registry, RULES, parts), royalties=None
+    )
+    rules_part = compute_truth(
+        part, None, RULES, registry=rules_registry, stage=rules_stage, parts=parts
+    )
 
     def view(m: Misreading) -> LabelData:
-        flags = registry(evidence, m.reading)
-        if m.money:
+        # A reading of the money rules flags the lines the rules flag: the same registry.
+        flagging = {name: getattr(m.reading, name) for name in FLAG_FIELDS}
+        if flagging == {name: getattr(RULES, name) for name in FLAG_FIELDS}:
+            flags, in_part = truth["anomalies"], rules_registry
+        else:
+            flags = registry(evidence, m.reading)
             in_part = flags.join(part_lines, on="line_id", how="semi")
-            stage = misread_stage(part, prepared, rules_stage, rules_registry, m.reading, in_part)
-            tables = compute_truth(part, None, m.reading, registry=in_part, stage=stage)
+        if m.money:
+            stage = misread_stage(
+                part, prepared, rules_stage, rules_registry, m.reading, in_part, parts
+            )
+            tables = compute_truth(
+                part, None, m.reading, registry=in_part, stage=stage, parts=parts
+            )
         else:
             tables = dict(rules_part)
         tables["anomalies"] = flags

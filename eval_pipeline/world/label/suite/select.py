@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import lcm
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -22,7 +22,8 @@ from eval_pipeline.fixtures.case import (
     TRACE_NO_ANSWER_KEY_ACCESS,
     Case,
 )
-from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID
+from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID, RuleReading
+from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.readings import Views
 from eval_pipeline.world.label.suite.templates import Template
 from eval_pipeline.world.rng import Stream
@@ -96,6 +97,57 @@ class Evaluated:
 _MISREAD_SCHEMA = {_INDEX: pl.Int64, "misreading": pl.String, "misread_answer": pl.String}
 
 
+class _ReadingSeen:
+    """A reading that notes which of its fields were read."""
+
+    def __init__(self, reading: RuleReading, seen: set[str]) -> None:
+        self._reading = reading
+        self._seen = seen
+
+    def __getattr__(self, name: str) -> Any:
+        self._seen.add(name)
+        return getattr(self._reading, name)
+
+
+class _Inputs:
+    """A view that notes what an answer table reads of it: tables, reading fields, and
+    the world or truth mappings themselves."""
+
+    def __init__(self, data: LabelData) -> None:
+        self._data = data
+        self.tables: set[str] = set()
+        self.fields: set[str] = set()
+        self.mappings: set[str] = set()
+
+    @property
+    def world(self) -> Mapping[str, pl.DataFrame]:
+        self.mappings.add("world")
+        return self._data.world
+
+    @property
+    def truth(self) -> Mapping[str, pl.DataFrame]:
+        self.mappings.add("truth")
+        return self._data.truth
+
+    @property
+    def reading(self) -> RuleReading:
+        return cast(RuleReading, _ReadingSeen(self._data.reading, self.fields))
+
+    def table(self, name: str) -> pl.DataFrame:
+        self.tables.add(name)
+        return self._data.table(name)
+
+    def same_in(self, other: LabelData) -> bool:
+        """Whether ``other`` gives an answer table the same inputs (the same frames, equal
+        reading fields): then it gives the same answers."""
+        data = self._data
+        return (
+            all(getattr(other, m) is getattr(data, m) for m in self.mappings)
+            and all(other.table(name) is data.table(name) for name in self.tables)
+            and all(getattr(other.reading, f) == getattr(data.reading, f) for f in self.fields)
+        )
+
+
 @dataclass
 class Selector:
     """Evaluates templates against every misreading and picks their subjects."""
@@ -136,7 +188,8 @@ class Selector:
         params = list(template.params)
         pooled = template.artist_column is not None
         view = self.views.rules_part if pooled else self.views.rules
-        frame = self._with_artist(template, template.table(view))
+        inputs = _Inputs(view)
+        frame = self._with_artist(template, template.table(cast(LabelData, inputs)))
         if frame.schema.get("answer") != pl.String:
             raise WorldError(f"suite template {template.name} answers in {frame.schema}, not text")
         if pooled:
@@ -144,6 +197,10 @@ class Selector:
         frame = frame.unique(subset=params, keep="first", maintain_order=True).sort(params)
         misread_views = self.views.misread if template.reads_rulebook else {}
         for misreading_id, view in misread_views.items():
+            if inputs.same_in(view):
+                # The same inputs give the same answers: this misreading changes none.
+                frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(misreading_id))
+                continue
             other = template.table(view).select(*params, pl.col("answer").alias(misreading_id))
             other = other.unique(subset=params, keep="first")
             frame = frame.join(other, on=params, how="left", maintain_order="left")
