@@ -55,7 +55,7 @@ def _lines_without_flaggable(world: GeneratedWorld, key: AnswerKey) -> pl.DataFr
 def test_tables_present(label_world: GeneratedWorld, label_key: AnswerKey) -> None:
     assert tuple(label_world.tables) == WORLD_TABLES
     assert set(label_key.tables) == set(TRUTH_TABLES)
-    assert label_world.plugin == "label" and label_world.generator_version == "label-2"
+    assert label_world.plugin == "label" and label_world.generator_version == "label-3"
 
 
 def test_sizes_match_the_reference(label_world: GeneratedWorld, label_key: AnswerKey) -> None:

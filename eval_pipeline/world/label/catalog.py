@@ -128,6 +128,15 @@ class _Artists:
     popularity: list[int]
 
 
+def _artist_name(stream: Stream) -> str:
+    """A person's name or a band's, from one attempt's stream."""
+    if stream.chance(0, 700_000):
+        first = names.FIRST_NAMES[stream.below(1, len(names.FIRST_NAMES))]
+        return first + " " + names.LAST_NAMES[stream.below(2, len(names.LAST_NAMES))]
+    adjective = names.BAND_ADJECTIVES[stream.below(3, len(names.BAND_ADJECTIVES))]
+    return "The " + adjective + " " + names.BAND_NOUNS[stream.below(4, len(names.BAND_NOUNS))]
+
+
 def _draw_artists(stream: Stream) -> _Artists:
     order = stream.permutation(N_ARTISTS, counter=1)
     cross = set(order[:N_CROSS_COLLATERALIZED])
@@ -150,26 +159,13 @@ def _draw_artists(stream: Stream) -> _Artists:
         own = stream.child(str(a))
         attempt = 0
         while True:
-            c = attempt * 8
-            if own.chance(c, 700_000):
-                name = (
-                    names.FIRST_NAMES[own.below(c + 1, len(names.FIRST_NAMES))]
-                    + " "
-                    + names.LAST_NAMES[own.below(c + 2, len(names.LAST_NAMES))]
-                )
-            else:
-                name = (
-                    "The "
-                    + names.BAND_ADJECTIVES[own.below(c + 3, len(names.BAND_ADJECTIVES))]
-                    + " "
-                    + names.BAND_NOUNS[own.below(c + 4, len(names.BAND_NOUNS))]
-                )
+            name = _artist_name(own.child(f"name/{attempt}"))
             if name not in used:
                 break
             attempt += 1
         used.add(name)
         artist_names.append(name)
-        countries.append(names.ARTIST_COUNTRIES[own.choice_index(5, country_weights)][0])
+        countries.append(names.ARTIST_COUNTRIES[own.choice_index(0, country_weights)][0])
     return _Artists(artist_names, countries, cross, counts, popularity)
 
 
@@ -190,6 +186,27 @@ class _Contracts:
         return [f"CON-{i + 1:04d}" for i in range(len(self.artist))]
 
 
+def contract_dates(stream: Stream, n: int) -> tuple[list[date], list[date]]:
+    """One artist's ``n`` base contracts, oldest first: (effective dates, term ends). The
+    last one starts by 2025-09-30; each earlier one ends up to three months before the next
+    starts. The k-th contract before the last draws from its own stream
+    (``contract/k``), so an artist with more contracts draws nothing twice."""
+    if stream.chance(0, 600_000):
+        last_start = date_between(stream, 1, date(2021, 1, 1), LAST_CONTRACT_START)
+    else:
+        last_start = date_between(stream, 1, date(2015, 1, 1), date(2020, 12, 31))
+    last_start = last_start.replace(day=min(last_start.day, 28))
+    starts = [last_start]
+    stops = [add_years(last_start, stream.between(2, 3, 5)) - timedelta(days=1)]
+    for k in range(1, n):
+        own = stream.child(f"contract/{k}")
+        years = own.between(0, 2, 5)
+        end = starts[0] - timedelta(days=1 + own.below(1, 90))
+        starts.insert(0, add_years(end + timedelta(days=1), -years))
+        stops.insert(0, end)
+    return starts, stops
+
+
 def _draw_contracts(stream: Stream, artists: _Artists) -> _Contracts:
     """Back-to-back base contracts (small gaps), the last one starting by 2025-09-30."""
     con_artist: list[int] = []
@@ -197,21 +214,8 @@ def _draw_contracts(stream: Stream, artists: _Artists) -> _Contracts:
     ends: list[date] = []
     by_artist: list[list[int]] = []
     for a in range(N_ARTISTS):
-        own = stream.child(str(a))
         n = artists.contract_counts[a]
-        if own.chance(0, 600_000):
-            last_start = date_between(own, 1, date(2021, 1, 1), LAST_CONTRACT_START)
-        else:
-            last_start = date_between(own, 1, date(2015, 1, 1), date(2020, 12, 31))
-        last_start = last_start.replace(day=min(last_start.day, 28))
-        starts = [last_start]
-        stops = [add_years(last_start, own.between(2, 3, 5)) - timedelta(days=1)]
-        for i in range(1, n):
-            years = own.between(10 + i, 2, 5)
-            gap = own.below(20 + i, 90)
-            end = starts[0] - timedelta(days=1 + gap)
-            starts.insert(0, add_years(end + timedelta(days=1), -years))
-            stops.insert(0, end)
+        starts, stops = contract_dates(stream.child(str(a)), n)
         by_artist.append(list(range(len(con_artist), len(con_artist) + n)))
         con_artist.extend([a] * n)
         effective.extend(starts)
@@ -245,7 +249,8 @@ def _draw_releases(
     n_base = len(contracts.artist)
     release_contract = list(range(n_base))
     weights = Cumulative([3 if contracts.end[c] >= WORLD_START else 1 for c in range(n_base)])
-    release_contract += [stream.choice_index(r, weights) for r in range(N_RELEASES - n_base)]
+    extra = stream.child("contracts")
+    release_contract += [extra.choice_index(r, weights) for r in range(N_RELEASES - n_base)]
     release_contract.sort()
     drafts: list[tuple[int, date, str, bool, str, int]] = []
     for r, c in enumerate(release_contract):
@@ -276,9 +281,10 @@ def _draw_releases(
     order = sorted(
         range(N_RELEASES), key=lambda r: (contracts.artist[drafts[r][0]], drafts[r][1], r)
     )
-    company = 800_000 + stream.below(1_000_000, 199_999)
+    company = 800_000 + stream.child("company").below(0, 199_999)
     registrant = "".join(
-        "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"[stream.below(1_000_001 + i, 31)] for i in range(3)
+        "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"[stream.child("registrant").below(i, 31)]
+        for i in range(3)
     )
     release_rows: dict[str, list[object]] = {k: [] for k in _RELEASE_SCHEMA}
     track_rows: dict[str, list[object]] = {k: [] for k in _TRACK_SCHEMA}
@@ -425,6 +431,22 @@ def _draw_base_rates(stream: Stream, contract_pop: list[int]) -> list[dict[str, 
     return rates
 
 
+def _amended_row(stream: Stream, channel: str, row: RateRow, popularity: int) -> RateRow:
+    """An amendment's whole new row for one channel (rule R4), from the row in force: the
+    rate moves by 1 to 3 points; an escalator may be removed, or one added to streaming."""
+    rate, esc_units, esc_rate = row
+    step = 10_000 + 2_500 * stream.below(0, 9)
+    new_rate = max(50_000, rate + step if stream.chance(1, 750_000) else rate - step)
+    if esc_units is not None and stream.chance(2, ESCALATOR_REMOVAL_PPM):
+        esc_units, esc_rate = None, None
+    elif channel == "streaming" and stream.chance(3, 450_000):
+        esc_units = _escalator_units(stream, 4, channel, popularity)
+        esc_rate = new_rate + 2_500 * stream.between(5, 8, 20)
+    elif esc_rate is not None:
+        esc_rate = max(esc_rate, new_rate + 10_000)
+    return (new_rate, esc_units, esc_rate)
+
+
 @dataclass(frozen=True)
 class Amendment:
     amendment_id: str
@@ -444,13 +466,15 @@ def _draw_amendments(
     n_base = len(contracts.artist)
     weights = Cumulative([4 if contracts.end[c] >= WORLD_START else 1 for c in range(n_base)])
     amended: list[int] = []
+    picks = stream.child("contracts")
     counter = 0
     while len(amended) < N_AMENDMENTS - N_AMENDED_TWICE:
-        c = stream.choice_index(counter, weights)
+        c = picks.choice_index(counter, weights)
         counter += 1
         if c not in amended:
             amended.append(c)
-    twice = [amended[i] for i in stream.permutation(len(amended), counter=1)[:N_AMENDED_TWICE]]
+    order = stream.child("twice").permutation(len(amended))
+    twice = [amended[i] for i in order[:N_AMENDED_TWICE]]
     plan = sorted([(c, 1) for c in amended] + [(c, 2) for c in twice])
     current = [dict(terms) for terms in base_rates]
     dates: dict[tuple[int, int], date] = {}
@@ -469,25 +493,18 @@ def _draw_amendments(
         dates[(c, number)] = date_between(own, 1, low, high)
         n_channels = 1 + int(own.chance(2, 300_000))
         picked: list[str] = []
+        draws = own.child("channels")
         draw = 0
         while len(picked) < n_channels:
-            channel = CHANNELS[own.choice_index(100 + draw, [50, 20, 15, 15])]
+            channel = CHANNELS[draws.choice_index(draw, [50, 20, 15, 15])]
             draw += 1
             if channel not in picked:
                 picked.append(channel)
         rows: dict[str, RateRow] = {}
         for channel in sorted(picked, key=CHANNELS.index):
-            rate, esc_units, esc_rate = current[c][channel]
-            step = 10_000 + 2_500 * own.below(10 + CHANNELS.index(channel), 9)
-            new_rate = max(50_000, rate + step if own.chance(20, 750_000) else rate - step)
-            if esc_units is not None and own.chance(21, ESCALATOR_REMOVAL_PPM):
-                esc_units, esc_rate = None, None
-            elif channel == "streaming" and own.chance(22, 450_000):
-                esc_units = _escalator_units(own, 23, channel, contract_pop[c])
-                esc_rate = new_rate + 2_500 * own.between(24, 8, 20)
-            elif esc_rate is not None:
-                esc_rate = max(esc_rate, new_rate + 10_000)
-            rows[channel] = (new_rate, esc_units, esc_rate)
+            rows[channel] = _amended_row(
+                own.child(channel), channel, current[c][channel], contract_pop[c]
+            )
             current[c][channel] = rows[channel]
         result.append(Amendment(f"CON-{c + 1:04d}-A{number}", c, dates[(c, number)], rows))
     return result
@@ -535,7 +552,8 @@ def _draw_money(
     ids = contracts.ids
     weights = Cumulative([3 if contracts.end[c] >= date(2024, 1, 1) else 1 for c in range(n_base)])
     pooled = [c for a in sorted(artists.cross) for c in contracts.by_artist[a][-2:]]
-    drawn = [stream.choice_index(i, weights) for i in range(N_ADVANCES - len(pooled))]
+    advance_picks = stream.child("advance-contracts")
+    drawn = [advance_picks.choice_index(i, weights) for i in range(N_ADVANCES - len(pooled))]
     adv_rows: dict[str, list[object]] = {k: [] for k in _ADVANCE_SCHEMA}
     for i, c in enumerate(sorted(pooled + drawn)):
         own = stream.child(f"advance/{i}")
@@ -556,7 +574,8 @@ def _draw_money(
 
     exp_rows: dict[str, list[object]] = {k: [] for k in _EXPENSE_SCHEMA}
     categories = Cumulative([w for _, _, w in names.EXPENSE_CATEGORIES])
-    chosen = sorted(stream.choice_index(10_000 + i, weights) for i in range(N_EXPENSES))
+    expense_picks = stream.child("expense-contracts")
+    chosen = sorted(expense_picks.choice_index(i, weights) for i in range(N_EXPENSES))
     for i, c in enumerate(chosen):
         own = stream.child(f"expense/{i}")
         category, recoupable, _ = names.EXPENSE_CATEGORIES[own.choice_index(0, categories)]

@@ -56,13 +56,15 @@ def _money(cents: int) -> str:
 def clause_plan(stream: Stream, contract_index: int) -> list[tuple[str, str]]:
     """(kind, heading) in clause order for one base contract."""
     own = stream.child(str(contract_index))
-    middle = [_MIDDLE[i] for i in own.permutation(len(_MIDDLE), counter=0)]
-    for k, kind in enumerate(_OPTIONAL):
-        if own.chance(10 + k, 250_000):
-            middle.insert(own.below(20 + k, len(middle) + 1), kind)
+    middle = [_MIDDLE[i] for i in own.child("order").permutation(len(_MIDDLE))]
+    for kind in _OPTIONAL:
+        optional = own.child(f"optional/{kind}")
+        if optional.chance(0, 250_000):
+            middle.insert(optional.below(1, len(middle) + 1), kind)
     kinds = ["term", *middle, "law"]
+    headings = own.child("headings")
     return [
-        (kind, HEADINGS[kind][own.below(30 + i, len(HEADINGS[kind]))])
+        (kind, HEADINGS[kind][headings.below(i, len(HEADINGS[kind]))])
         for i, kind in enumerate(kinds)
     ]
 

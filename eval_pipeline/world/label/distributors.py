@@ -325,11 +325,12 @@ def fx_frame(seed: int, currencies: tuple[str, ...]) -> pl.DataFrame:
     conversion of a line rounds (rule 2), so converting each line and converting a sum differ."""
     stream = Stream(seed, "label/fx")
     rows: dict[str, list[object]] = {"period": [], "currency": [], "usd_per_unit_micro": []}
-    for ci, currency in enumerate(currencies):
+    for currency in currencies:
         rate = FX_START_MICRO[currency]
+        walk = stream.child(currency)
         for pi, period in enumerate(PERIODS):
             if currency != "USD" and pi > 0:
-                step = stream.between(ci * 100 + pi, -15_000, 15_000)
+                step = walk.between(pi, -15_000, 15_000)
                 rate = rate * (1_000_000 + step) // 1_000_000
             rows["period"].append(period)
             rows["currency"].append(currency)
