@@ -25,18 +25,9 @@ from eval_pipeline.world.label.engine import CHANNELS, div_half_even, period_end
 from eval_pipeline.world.rng import Stream, high_below, low_below
 
 
-def clean_lines(
-    seed: int,
-    scale_ppm: int,
-    catalog: Catalog,
-    specs: tuple[DistributorSpec, ...],
-    combos: pl.DataFrame,
-) -> pl.DataFrame:
-    """Clean statement lines as integers: tmp (position key), stmt_index, track_index,
-    combo_id, units, amount_minor. Strings are attached later, once."""
-    stream = Stream(seed, "label/lines")
-    s_pair, s_window, s_line = (stream.child(n) for n in ("pair", "window", "line"))
-    statements = pl.DataFrame(
+def _statement_frame(specs: tuple[DistributorSpec, ...]) -> pl.DataFrame:
+    """One row per statement (distributor × period): its volume of lines and season."""
+    return pl.DataFrame(
         {
             "stmt_index": list(range(len(specs) * len(PERIODS))),
             "dist_index": [di for di in range(len(specs)) for _ in PERIODS],
@@ -60,6 +51,19 @@ def clean_lines(
             "has_physical_outlets": pl.Boolean,
         },
     )
+
+
+def _pairs(
+    stream: Stream,
+    scale_ppm: int,
+    catalog: Catalog,
+    specs: tuple[DistributorSpec, ...],
+    combos: pl.DataFrame,
+) -> pl.DataFrame:
+    """One row per (statement, released track): how many lines it gets (k, stochastic
+    rounding of its share of the statement's volume), its streams that month, and the
+    affine permutation (a, b, window) that picks its lines' combinations."""
+    s_pair, s_window = stream.child("pair"), stream.child("window")
     pool = combos.group_by(["dist_index", "physical_ok"]).agg(pool_size=pl.len().cast(pl.Int64))
     facts = catalog.track_facts.select(
         "track_index", "release_date", "has_physical", "popularity", "presence"
@@ -68,9 +72,9 @@ def clean_lines(
         + pl.col("release_date").dt.month().cast(pl.Int64)
         - 1
     )
-    # One row per (statement, released track); the pair decides how many lines it gets.
     pairs = (
-        statements.join(facts, how="cross")
+        _statement_frame(specs)
+        .join(facts, how="cross")
         .filter(pl.col("release_date") <= pl.col("period_end"))
         .with_columns(physical_ok=pl.col("has_physical") & pl.col("has_physical_outlets"))
         .join(pool, on=["dist_index", "physical_ok"], how="left", maintain_order="left")
@@ -104,13 +108,17 @@ def clean_lines(
         .otherwise(1_000)
     )
     primes = pl.lit(pl.Series(_PRIMES, dtype=pl.Int64))
-    pairs = pairs.with_columns(
+    return pairs.with_columns(
         window=pl.min_horizontal(pl.col("pool_size"), pl.col("k") * 2 + 2),
         a=primes.gather(low_below(pl.col("u_pair"), len(_PRIMES))),
         streams=pl.col("popularity") * boost // 1_000 * pl.col("season") // 1_000,
         combo_base=(pl.col("dist_index") * 2 + pl.col("physical_ok").cast(pl.Int64)) * 1024,
     ).with_columns(b=high_below(pl.col("u_window"), pl.col("window")))
-    lines = (
+
+
+def _exploded(pairs: pl.DataFrame, combos: pl.DataFrame) -> pl.DataFrame:
+    """The pairs' lines: each takes the j-th combination of its affine permutation."""
+    return (
         pairs.select(
             "stmt_index",
             "track_index",
@@ -142,7 +150,34 @@ def clean_lines(
         )
         .with_row_index("tmp")
     )
-    lines = s_line.add_u64(lines, "line_counter", "u_line")
+
+
+def _sync_fee() -> pl.Expr:
+    """A sync placement's fee, from the ladder by the line's fee draw."""
+    fee: pl.Expr = pl.lit(SYNC_FEES_CENTS[-1][0], dtype=pl.Int64)
+    running = sum(w for _, w in SYNC_FEES_CENTS)
+    for cents, weight in reversed(SYNC_FEES_CENTS):
+        running -= weight
+        fee = (
+            pl.when(pl.col("fee_draw") >= running)
+            .then(pl.lit(cents, dtype=pl.Int64))
+            .otherwise(fee)
+        )
+    return fee
+
+
+def clean_lines(
+    seed: int,
+    scale_ppm: int,
+    catalog: Catalog,
+    specs: tuple[DistributorSpec, ...],
+    combos: pl.DataFrame,
+) -> pl.DataFrame:
+    """Clean statement lines as integers: tmp (position key), stmt_index, track_index,
+    combo_id, units, amount_minor. Strings are attached later, once."""
+    stream = Stream(seed, "label/lines")
+    lines = _exploded(_pairs(stream, scale_ppm, catalog, specs, combos), combos)
+    lines = stream.child("line").add_u64(lines, "line_counter", "u_line")
     # A track's units for a distributor and channel, spread over its lines by combination
     # weight, with +-30% noise per line; at least one unit on a reported line.
     weight_total = pl.col("combo_weight").sum().over(pl.col("pair_id") * 4 + pl.col("channel_code"))
@@ -164,15 +199,6 @@ def clean_lines(
         # Sync placements: a fee drawn from a ladder (low bits of the line's draw).
         fee_draw=low_below(pl.col("u_line"), sum(w for _, w in SYNC_FEES_CENTS)),
     )
-    fee: pl.Expr = pl.lit(SYNC_FEES_CENTS[-1][0], dtype=pl.Int64)
-    running = sum(w for _, w in SYNC_FEES_CENTS)
-    for cents, weight in reversed(SYNC_FEES_CENTS):
-        running -= weight
-        fee = (
-            pl.when(pl.col("fee_draw") >= running)
-            .then(pl.lit(cents, dtype=pl.Int64))
-            .otherwise(fee)
-        )
     is_sync = pl.col("channel_code") == CHANNELS.index("sync")
     # The half-even helper reads its numerator several times: materialize it first.
     lines = lines.with_columns(
@@ -187,7 +213,7 @@ def clean_lines(
         "channel_code",
         pl.col("units").cast(pl.Int64),
         amount_minor=pl.when(is_sync)
-        .then(fee)
+        .then(_sync_fee())
         .otherwise(div_half_even(pl.col("amount_numerator"), 1_000_000))
         .cast(pl.Int64),
     )
