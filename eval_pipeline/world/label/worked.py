@@ -11,7 +11,7 @@ the committed document equals what this renders.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,6 +230,29 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
     yield f"- FX {pick.period} (usd_per_unit_micro): " + ", ".join(
         f"{c} {r:,}" for c, r in fx.select("currency", "usd_per_unit_micro").iter_rows()
     )
+    yield from _terms_table(rows)
+    total_royalty = yield from _lines_table(rows)
+    yield from _worked_lines(rows)
+    payables, earned = yield from _recoupment_table(world, pick, rows, accounts)
+    yield from _opening_balances(world, key, pick, accounts)
+    cents = engine.net_payable_cents(payables)
+    expected = t["artist_ledger"].filter(
+        (pl.col("artist_id") == pick.artist_id) & (pl.col("period") == pick.period)
+    )["net_payable_cents"][0]
+    if cents != expected or total_royalty != earned:
+        raise WorldError(
+            f"worked month {pick.artist_id} {pick.period}: "
+            f"net payable {cents} != answer key {expected}"
+        )
+    yield ""
+    yield (
+        f"- net payable (rule R9): half_even({sum(payables):,} "
+        f"µUSD / 10^4) = **{cents:,} cents = {_cents(cents)}**"
+    )
+
+
+def _terms_table(rows: list[dict[str, object]]) -> Iterator[str]:
+    """The terms in force per contract and channel, and the units that decide the rate."""
     yield (
         "- terms in force on the period's last day (rule "
         "R4), and unflagged units in the period (rule R5):"
@@ -253,6 +276,11 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
             f"| {contract} | {channel} | {terms.source_contract_id} | {percent(terms.rate_ppm)} | "
             f"{escalator} | {int(row['units_in_period']):,} | {percent(applied)} |"  # type: ignore[call-overload]
         )
+
+
+def _lines_table(rows: list[dict[str, object]]) -> Generator[str, None, int]:
+    """The unflagged lines grouped by contract, distributor, channel and currency; returns
+    the month's total royalty in micro-USD."""
     yield ""
     yield "- unflagged lines, grouped (each line converted and rounded on its own, then summed):"
     yield ""
@@ -297,6 +325,11 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
         f"| **total** | | | | {len(rows)} | | | "
         f"{_money6(total_gross)} | | **{_money6(total_royalty)}** |"
     )
+    return total_royalty
+
+
+def _worked_lines(rows: list[dict[str, object]]) -> Iterator[str]:
+    """The first line of each currency, converted and priced step by step."""
     yield ""
     yield "- worked lines (the first line of each currency):"
     yield ""
@@ -319,6 +352,13 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
             f"10^6 → royalty {line.royalty_micro:,} µUSD "
             f"({_money6(line.royalty_micro)})"
         )
+
+
+def _recoupment_table(
+    world: GeneratedWorld, pick: Pick, rows: list[dict[str, object]], accounts: pl.DataFrame
+) -> Generator[str, None, tuple[list[int], int]]:
+    """Each account's recoupment on the scalar face, checked against the answer key;
+    returns the accounts' payables and the month's royalty summed per account."""
     yield ""
     yield "- recoupment (rule R8):"
     yield ""
@@ -328,6 +368,7 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
     )
     yield "|---|---|---|---|---|---|---|"
     earned_by_account: dict[str, int] = defaultdict(int)
+    w = world.tables
     account_of = dict(w["contracts"].select("contract_id", "recoupment_account_id").iter_rows())
     for row in rows:
         line = row["line"]
@@ -354,21 +395,7 @@ def render_month(number: int, pick: Pick, world: GeneratedWorld, key: AnswerKey)
             f"{_money6(step.recouped_micro)} | {_money6(step.balance_after_micro)} "
             f"| {_money6(step.payable_micro)} |"
         )
-    yield from _opening_balances(world, key, pick, accounts)
-    cents = engine.net_payable_cents(payables)
-    expected = t["artist_ledger"].filter(
-        (pl.col("artist_id") == pick.artist_id) & (pl.col("period") == pick.period)
-    )["net_payable_cents"][0]
-    if cents != expected or total_royalty != sum(earned_by_account.values()):
-        raise WorldError(
-            f"worked month {pick.artist_id} {pick.period}: "
-            f"net payable {cents} != answer key {expected}"
-        )
-    yield ""
-    yield (
-        f"- net payable (rule R9): half_even({sum(payables):,} "
-        f"µUSD / 10^4) = **{cents:,} cents = {_cents(cents)}**"
-    )
+    return payables, sum(earned_by_account.values())
 
 
 def _opening_balances(
