@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -91,11 +91,19 @@ def _scale_error(
             return False
         return True
 
-    smallest = smallest_working_scale(config.scale, builds)
+    return _too_small(config.scale, f"seed {config.seed}", error, builds)
+
+
+def _too_small(
+    scale: float, what: str, error: Exception, builds: Callable[[int], bool]
+) -> Exception:
+    """A ConfigError naming `scale` and the smallest scale at which ``builds`` succeeds
+    (found by building), or ``error`` as it is when no larger scale helps."""
+    smallest = smallest_working_scale(scale, builds)
     if smallest is None:
         return error
     return ConfigError(
-        f"scale {config.scale:g} is too small for seed {config.seed} ({error}); "
+        f"scale {scale:g} is too small for {what} ({error}); "
         f"the smallest scale that works is {smallest:g}"
     )
 
@@ -148,21 +156,14 @@ class LabelWorld:
         tables["contract_clauses"] = render_clauses(
             config.seed, catalog.contract_facts, catalog.contracts, tables["contract_rates"]
         )
-        ordered = {name: tables[name] for name in WORLD_TABLES}
-        return GeneratedWorld(
-            plugin=self.name,
-            generator_version=self.generator_version,
-            seed=config.seed,
-            scale=config.scale,
-            tables=MappingProxyType(ordered),
-            fingerprint=fingerprint_tables(ordered, salt=self._world_salt()),
-        )
+        return self.world_from_tables(config.seed, config.scale, tables)
 
     def world_from_tables(
         self, seed: int, scale: float, tables: Mapping[str, pl.DataFrame]
     ) -> GeneratedWorld:
-        """A world read back from storage: its fingerprint is recomputed from the tables,
-        so a caller can compare it with the one recorded at generation."""
+        """A world of these tables (read back from storage, or just generated), its
+        fingerprint computed from them: a caller can compare it with the one recorded at
+        generation."""
         config = label_config(seed, scale, self.currencies)
         missing = [name for name in WORLD_TABLES if name not in tables]
         if missing:
@@ -235,10 +236,4 @@ class LabelWorld:
                 return False
             return True
 
-        smallest = smallest_working_scale(world.scale, builds)
-        if smallest is None:
-            return error
-        return ConfigError(
-            f"scale {world.scale:g} is too small for the suite of seed {world.seed} ({error}); "
-            f"the smallest scale that works is {smallest:g}"
-        )
+        return _too_small(world.scale, f"the suite of seed {world.seed}", error, builds)
