@@ -41,7 +41,13 @@ _TWIN_COLUMNS = ("statement_id", "isrc", "channel", "outlet", "units", "amount_m
 
 
 def _rows(
-    frame: pl.DataFrame, kind: str, flaggable: bool, note: pl.Expr, related: pl.Expr | None = None
+    frame: pl.DataFrame,
+    kind: str,
+    flaggable: bool,
+    note: pl.Expr,
+    related: pl.Expr | None = None,
+    *,
+    described: bool = True,
 ) -> pl.DataFrame:
     return frame.select(
         "line_id",
@@ -49,12 +55,12 @@ def _rows(
         "statement_id",
         pl.lit(flaggable).alias("flaggable"),
         pl.lit(not flaggable).alias("borderline"),
-        note.alias("note"),
+        (note if described else pl.lit(None, dtype=pl.String)).alias("note"),
         (related if related is not None else pl.lit(None, dtype=pl.Int64)).alias("related_line_id"),
     )
 
 
-def _duplicates(candidates: pl.DataFrame, copy: str) -> pl.DataFrame:
+def _duplicates(candidates: pl.DataFrame, copy: str, described: bool = True) -> pl.DataFrame:
     """F1: later copies of a line (or, misread, the earlier one or both)."""
     columns = [c for c in candidates.columns if c != "line_id"]
     repeated = candidates.filter(pl.struct(columns).is_duplicated())
@@ -80,10 +86,11 @@ def _duplicates(candidates: pl.DataFrame, copy: str) -> pl.DataFrame:
         True,
         pl.format("repeats line {} of the same statement in every column but line_id", "kept"),
         pl.col("kept"),
+        described=described,
     )
 
 
-def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
+def _twins(candidates: pl.DataFrame, flag: bool, described: bool = True) -> pl.DataFrame:
     """F7: the same sale reported in two territories (real lines; misread, a duplicate)."""
     columns = list(_TWIN_COLUMNS)
     distinct = candidates.unique(
@@ -122,6 +129,7 @@ def _twins(candidates: pl.DataFrame, flag: bool) -> pl.DataFrame:
             "territory",
         ),
         pl.col("other"),
+        described=described,
     )
 
 
@@ -216,12 +224,15 @@ FLAG_FIELDS: tuple[str, ...] = (
 """The fields of a reading :func:`registry` reads: readings equal in these flag the same lines."""
 
 
-def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFrame:
+def registry(
+    evidence: LineEvidence, reading: RuleReading = RULES, *, described: bool = True
+) -> pl.DataFrame:
     """The anomaly registry under ``reading``: one row per flagged or borderline line
     (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
     related_line_id), in line order."""
     facts = evidence.singles
-    found: list[pl.DataFrame] = [_duplicates(evidence.repeats, reading.duplicate_copy)]
+    repeats = evidence.repeats
+    found: list[pl.DataFrame] = [_duplicates(repeats, reading.duplicate_copy, described)]
     if reading.flag_unknown_isrc:
         found.append(
             _rows(
@@ -278,7 +289,7 @@ def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFra
             pl.lit("a customer return: negative units with a negative amount"),
         )
     )
-    found.append(_twins(evidence.repeats, reading.flag_territory_twins))
+    found.append(_twins(evidence.repeats, reading.flag_territory_twins, described))
     rows = (
         pl.concat(found)
         .with_columns(
@@ -292,9 +303,12 @@ def registry(evidence: LineEvidence, reading: RuleReading = RULES) -> pl.DataFra
         .unique(subset="line_id", keep="first", maintain_order=True)
         .drop("rank")
     )
+    anomaly_id = pl.format("ANM-{}", pl.col("n").cast(pl.String).str.zfill(3))
+    if not described:
+        anomaly_id = pl.lit(None, dtype=pl.String)
+        rows = rows.with_columns(note=pl.lit(None, dtype=pl.String))
     return rows.with_row_index("n", offset=1).select(
-        pl.format("ANM-{}", pl.col("n").cast(pl.String).str.zfill(3)).alias("anomaly_id"),
-        *REGISTRY_SCHEMA,
+        anomaly_id.alias("anomaly_id"), *REGISTRY_SCHEMA
     )
 
 

@@ -168,7 +168,7 @@ def build_views(
         if flagging == {name: getattr(RULES, name) for name in FLAG_FIELDS}:
             flags, in_part = truth["anomalies"], rules_registry
         else:
-            flags = registry(evidence, m.reading)
+            flags = registry(evidence, m.reading, described=False)
             in_part = flags.join(part_lines, on="line_id", how="semi")
         if m.money:
             stage = misread_stage(
