@@ -14,9 +14,10 @@ from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     EXPERIMENTS_GROUP,
     FIXTURES_ASSET,
+    GATE_CONFIG_SOURCE,
+    JUDGE_CONFIG_SOURCE,
     MODEL_CONFIGS_SOURCE,
     PRICE_BOOK_SOURCE,
-    SCORING_CONFIGS_SOURCE,
 )
 from eval_pipeline.defs.lane_assets import latest_path
 from eval_pipeline.defs.tracking_assets import MlflowTracking
@@ -56,7 +57,7 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 AGENT_WORLD_ASSET,
                 MODEL_CONFIGS_SOURCE,
                 PRICE_BOOK_SOURCE,
-                SCORING_CONFIGS_SOURCE,
+                JUDGE_CONFIG_SOURCE,
             ],
             # The spec is part of what the arms compute: a changed spec is changed code.
             code_version=f"arms-1/{spec_version}",
@@ -115,7 +116,7 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     @dg.asset(
         key=parity_report_key(experiment),
         group_name=EXPERIMENTS_GROUP,
-        deps=[arm_scores_key(experiment), SCORING_CONFIGS_SOURCE],
+        deps=[arm_scores_key(experiment), GATE_CONFIG_SOURCE],
         code_version=f"parity-1/{spec_version}",
         description=f"{spec.title}: the paired comparison and its verdict.",
     )

@@ -12,14 +12,15 @@ import dagster as dg
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
 from eval_pipeline.defs.keys import (
+    GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
+    JUDGE_CONFIG_SOURCE,
     LANES_GROUP,
     MODEL_LANE_RECORDS_ASSET,
     MODEL_LANE_SCORES_ASSET,
     PRODUCT_LANE_RECORDS_ASSET,
     PRODUCT_LANE_SCORES_ASSET,
     RESULTS_GROUP,
-    SCORING_CONFIGS_SOURCE,
     SHIP_GATE_ASSET,
     SWEEP_CONFIG_SOURCE,
     SWEEP_SUMMARY_ASSET,
@@ -125,7 +126,7 @@ def _partition_metadata(
     name=MODEL_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[MODEL_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
+    deps=[MODEL_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -145,7 +146,7 @@ def model_lane_scores_asset(
     name=PRODUCT_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[PRODUCT_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
+    deps=[PRODUCT_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -237,7 +238,7 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
     @dg.asset(
         name=SHIP_GATE_ASSET,
         group_name=RESULTS_GROUP,
-        deps=[source, SCORING_CONFIGS_SOURCE],
+        deps=[source, GATE_CONFIG_SOURCE],
         pool=WAREHOUSE_POOL,
         check_specs=specs,
         code_version=GATE_CODE_VERSION,
