@@ -6,6 +6,7 @@ anything but the product lane can be built (in a test) and shown to fail its blo
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -29,40 +30,28 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.lane_assets import lane_partitions, model_and_seed
 from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, model_session
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.records import Lane
-from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
-from eval_pipeline.report.headline import headline_text
-from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores, summary_markdown
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
     DROP_RULE,
     GATE_LANE,
     INFRA_RULE,
     SECURITY_RULE,
-    GateResult,
-    gate_all,
-    gate_markdown,
-    load_baseline,
-    load_gate_config,
 )
-from eval_pipeline.scoring.grading import (
-    GradedPartition,
-    JudgeItems,
-    Partition,
-    cases_under,
-    grade_partition,
-    partition_fixture_id,
-)
-from eval_pipeline.scoring.judge import judge_in_session, load_judge
-from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
-from eval_pipeline.scoring.store import read_scores
+
+if TYPE_CHECKING:
+    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.lanes.records import Lane
+    from eval_pipeline.scoring.aggregate import LaneSummary
+    from eval_pipeline.scoring.gate import GateResult
+    from eval_pipeline.scoring.grading import GradedPartition, JudgeItems
+    from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
+
+# Scoring (numpy, DuckDB, the judge's model calls) is imported by the steps that score.
 
 SCORES_CODE_VERSION = "scores-1"
 GATE_CODE_VERSION = "gate-2"
 """gate-2: the observed config files upstream are not part of the input check."""
-SCORES_LANE: Mapping[str, Lane] = {
+SCORES_LANE: "Mapping[str, Lane]" = {
     MODEL_LANE_SCORES_ASSET: "model",
     PRODUCT_LANE_SCORES_ASSET: "product",
 }
@@ -71,17 +60,27 @@ SCORES_LANE: Mapping[str, Lane] = {
 
 def _grade(
     context: dg.AssetExecutionContext,
-    lane: Lane,
+    lane: "Lane",
     warehouse: WarehouseResource,
     settings: ProjectSettings,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+    from eval_pipeline.scoring.grading import (
+        Partition,
+        cases_under,
+        grade_partition,
+        partition_fixture_id,
+    )
+    from eval_pipeline.scoring.judge import judge_in_session, load_judge
+
     model, seed = model_and_seed(context)
     judge = load_judge()
     judge_run = f"judge-{context.run.run_id}"
 
-    def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
+    def ask(items: "JudgeItems") -> "Mapping[str, JudgeVerdict]":
         config = scan_model_configs().require([judge.model])[judge.model]
         with model_session(sim, calls, run_id=judge_run, configs={judge.model: config}) as session:
             return judge_in_session(session, config, judge, items)
@@ -97,7 +96,7 @@ def _grade(
 
 
 def _partition_metadata(
-    graded: GradedPartition, cases: Mapping[str, Case], rubric_hash: str
+    graded: "GradedPartition", cases: "Mapping[str, Case]", rubric_hash: str
 ) -> "dict[str, dg.RawMetadataValue]":
     scores = graded.scores
     scored = [s.score for s in scores if s.score is not None]
@@ -171,6 +170,10 @@ def product_lane_scores_asset(
 )
 def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Both lanes side by side, per model and category, over every scored seed."""
+    from eval_pipeline.report.headline import headline_text
+    from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
+    from eval_pipeline.scoring.store import read_scores
+
     with warehouse.connection() as conn:
         summaries = summarize_scores(read_scores(conn))
     if not summaries:
@@ -211,7 +214,7 @@ def _numbers(model: str, numbers: Mapping[str, object]) -> "dict[str, dg.RawMeta
     }
 
 
-def _rule_check(rule: str, results: Sequence[GateResult]) -> dg.AssetCheckResult:
+def _rule_check(rule: str, results: "Sequence[GateResult]") -> dg.AssetCheckResult:
     per_model = {r.model: r.rule(rule) for r in results}
     metadata: dict[str, dg.RawMetadataValue] = {}
     for model, result in per_model.items():
@@ -228,6 +231,7 @@ def _rule_check(rule: str, results: Sequence[GateResult]) -> dg.AssetCheckResult
 def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinition:
     """The ship gate reading the rows of one scores asset (the product lane's, in the
     product; any other `source` exists to prove the input check fails)."""
+
     specs = [
         dg.AssetCheckSpec(
             name, asset=SHIP_GATE_ASSET, blocking=True, description=RULE_DESCRIPTIONS[name]
@@ -248,6 +252,15 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         """Whether the candidates ship, by the rules in configs/gate.yaml, from the product
         lane alone; each rule is a blocking check carrying its numbers."""
+        from eval_pipeline.scoring.aggregate import summarize_scores
+        from eval_pipeline.scoring.gate import (
+            gate_all,
+            gate_markdown,
+            load_baseline,
+            load_gate_config,
+        )
+        from eval_pipeline.scoring.store import read_scores
+
         # The observed config files (the gate's rules, baselines) are not data it reads.
         upstream = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)
         declared = [key for key in upstream if key not in CONFIG_FAMILIES]
