@@ -265,3 +265,14 @@ def test_the_redactor_catches_every_json_spelling_of_a_key() -> None:
         assert clean == '{"error": "bad key [REDACTED]"}', spelling
         assert key not in json.loads(clean)["error"]
     assert redact("sk-ant-other") == "sk-ant-other"
+
+
+def test_the_redactor_reads_every_two_character_json_escape() -> None:
+    """JSON writes a tab as `\\t` and a carriage return as `\\r`: a key holding one, echoed
+    in a body, is still found and redacted."""
+    key = "sk-tab\there\rand-more"
+    redact = Redactor([key])
+    body = '{"error": "bad key ' + json.dumps(key)[1:-1] + '"}'
+    assert "\\t" in body and "\\r" in body
+    assert redact.finds(body)
+    assert redact(body) == '{"error": "bad key [REDACTED]"}'
