@@ -107,11 +107,14 @@ class EnvelopeJournal:
         self.written = 0
 
     def append(self, envelope: CallEnvelope) -> None:
-        line = envelope.model_dump_json() + "\n"
+        self.append_line(envelope.model_dump_json())
+
+    def append_line(self, line: str) -> None:
+        """Append one envelope already serialized (`CallEnvelope.model_dump_json()`)."""
         with self._lock:
             if self._file is None:
                 raise JournalError(f"journal {self.path} is closed")
-            self._file.write(line)
+            self._file.write(line + "\n")
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())

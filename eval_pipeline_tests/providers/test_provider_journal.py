@@ -23,7 +23,7 @@ from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.envelope_store import load_journal, read_envelopes
 from eval_pipeline.providers.errors import JournalError
 from eval_pipeline.providers.harness import CallTag
-from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
@@ -137,7 +137,7 @@ class SlowEcho:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         await asyncio.sleep(0.01)

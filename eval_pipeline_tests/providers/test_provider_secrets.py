@@ -22,7 +22,7 @@ from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
-from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
@@ -42,7 +42,7 @@ class EchoingAuthFailure:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         return AttemptOutcome(
             http_status=401,
             body=f'{{"error": "Incorrect API key provided: {FAKE_KEY}"}}',
@@ -169,7 +169,7 @@ class EchoesTheKeyEscaped:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         self.calls += 1
         if self.calls == 1:
             body = (
