@@ -71,11 +71,13 @@ class OpenAICompatibleTransport:
 
     def _open(self) -> aiohttp.ClientSession:
         """The session, made on first use (it belongs to the running event loop). The
-        harness bounds calls in flight, so the pool itself is unbounded."""
+        harness bounds calls in flight, so the pool itself is unbounded; no cookie is kept
+        (none is needed, and the jar costs a filter on every request)."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0),
                 timeout=self._timeout,
+                cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
             )
         return self._session

@@ -54,7 +54,12 @@ from eval_pipeline.providers.cache import (
     slot_of,
 )
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
-from eval_pipeline.providers.envelope import CacheStatus, CallEnvelope, EnvelopeJournal
+from eval_pipeline.providers.envelope import (
+    CacheStatus,
+    CallEnvelope,
+    EnvelopeJournal,
+    envelope_texts,
+)
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.errors import (
     BudgetStoppedError,
@@ -723,11 +728,12 @@ class CallSession:
     def _journal(self, envelope: CallEnvelope) -> CallEnvelope:
         """Write the envelope's line, redacted; returns the envelope as written.
 
-        Each text field is searched for every secret (raw or in any JSON spelling); only an
-        envelope that holds one is copied with its fields redacted.
+        Its text fields are searched for every secret (raw or in any JSON spelling) in one
+        pass over them joined by NUL, which no key holds (an environment variable cannot),
+        so no match spans two fields; only an envelope that holds a key is copied with its
+        fields redacted.
         """
-        find = self.redact.finds
-        if any(isinstance(value, str) and find(value) for value in envelope.__dict__.values()):
+        if self.redact.finds("\0".join(filter(None, envelope_texts(envelope)))):
             envelope = self.redact_envelope(envelope)
         self.journal.append_line(envelope.model_dump_json())
         return envelope
