@@ -100,6 +100,8 @@ INTERRUPTED_DETAIL = (
     "the process ended while this attempt was in flight; the provider may have billed it "
     "(up to reserved_usd)"
 )
+INTERRUPTED_LABEL = classify("infra_error", None, failure_cause="interrupted")
+"""The label of a pre-send record (no reply, no grader involved): a drop, cause interrupted."""
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -189,6 +191,7 @@ class _AttemptDone:
     """One attempt's envelope and what `call` needs besides it."""
 
     envelope: CallEnvelope
+    label: LabelResult
     outcome: AttemptOutcome | None
     response: ModelResponse | None
     sent_at: float | None
@@ -422,12 +425,14 @@ class ModelClient:
                     attempt=final.attempt,
                 )
             )
-        label = LabelResult(
-            label=final.label,
-            reason=final.label_reason or "",
-            drop_cause=final.drop_cause,
-            answer=final.answer,
-        )
+        label = done.label
+        if final is not done.envelope:  # redacted on its way to the journal
+            label = LabelResult(
+                label=final.label,
+                reason=final.label_reason or "",
+                drop_cause=final.drop_cause,
+                answer=final.answer,
+            )
         return session.finish(
             CallResult(
                 call_id=call_id,
@@ -497,14 +502,16 @@ class ModelClient:
                 try:
                     reservation = await session.budget.acquire(worst.cost_usd, where)
                 except BudgetStoppedError as stop:
+                    label = label_of("budget_stopped", None, request.tools)
                     refused = unsent(
                         status="budget_stopped",
-                        label=label_of("budget_stopped", None, request.tools),
+                        label=label,
                         failure_cause="budget",
                         failure_detail=str(stop),
                     )
                     return _AttemptDone(
                         envelope=refused,
+                        label=label,
                         outcome=None,
                         response=None,
                         sent_at=None,
@@ -519,9 +526,7 @@ class ModelClient:
                 session.record_pending(
                     unsent(
                         status="infra_error",
-                        label=label_of(
-                            "infra_error", None, request.tools, failure_cause="interrupted"
-                        ),
+                        label=INTERRUPTED_LABEL,
                         failure_cause="interrupted",
                         failure_detail=INTERRUPTED_DETAIL,
                     )
@@ -577,6 +582,7 @@ class ModelClient:
         )
         return _AttemptDone(
             envelope=envelope,
+            label=label,
             outcome=outcome,
             response=response,
             sent_at=sent_at,
