@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
@@ -136,11 +136,16 @@ class PriceQuote(FrozenRecord):
 
 
 class PriceBook(FrozenRecord):
-    """Every priced model. Built from `configs/prices.yaml` by :func:`load_price_book`."""
+    """Every priced model. Built from `configs/prices.yaml` by :func:`load_price_book`.
+
+    The tier in force for a model on a day is looked up once and remembered (the book is
+    immutable), so pricing a call costs a dictionary lookup and the arithmetic.
+    """
 
     currency: Literal["USD"] = "USD"
     models: Mapping[str, ModelPrices]
     source: str = "<memory>"
+    _tiers: dict[tuple[str, date], PriceTier] = PrivateAttr(default_factory=dict)
 
     def model_prices(self, model: str) -> ModelPrices:
         """The entry pricing `model` (exact name, or `base:variant` when base allows variants)."""
@@ -156,9 +161,13 @@ class PriceBook(FrozenRecord):
 
     def tier(self, model: str, day: date) -> PriceTier:
         """The tier in force for `model` on `day`; raises when none covers it."""
+        known = self._tiers.get((model, day))
+        if known is not None:
+            return known
         prices = self.model_prices(model)
         for tier in prices.tiers:
             if tier.covers(day):
+                self._tiers[(model, day)] = tier
                 return tier
         raise UncoveredDatePriceError(
             model, day, [tier.describe() for tier in prices.tiers], self.source

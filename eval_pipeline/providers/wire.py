@@ -309,6 +309,12 @@ def _anthropic_usage(raw: object) -> Usage | None:
     )
 
 
+def encode_wire_body(body: Mapping[str, Any]) -> bytes:
+    """The wire body as sent: compact JSON in UTF-8, non-ASCII kept as is. Serialized once
+    per call; its length bounds the call's input tokens (see `budget.input_token_bound`)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 def wire_body(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
     """The body sent for `request` under `config`'s wire format: what the transports send
     and what the budget and the dry run bound."""
