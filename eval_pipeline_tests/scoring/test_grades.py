@@ -15,7 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eval_pipeline.fixtures.case import AnswerKind
-from eval_pipeline.scoring.readers import Grade, canonical_json, grade_answer, read_json_answer
+from eval_pipeline.scoring.readers import (
+    Grade,
+    canonical_json,
+    grade_answer,
+    read_json_answer,
+    reads_json,
+)
 from eval_pipeline_tests.scoring.cases import make_case
 
 JPY = "End with one line: ANSWER: <amount in JPY>"
@@ -217,6 +223,20 @@ def json_grade(reply: str | None) -> Grade:
         answer_schema=SCHEMA,
     )
     return grade_answer(case, reply)
+
+
+def test_only_a_json_case_is_read_as_json() -> None:
+    # the bulk re-label asks this to pick the reader for each case
+    json_case = make_case(
+        kind="json",
+        expected="{}",
+        contract="End with one line: ANSWER: <a JSON object>",
+        answer_schema=SCHEMA,
+    )
+    assert reads_json(json_case)
+    assert not any(
+        reads_json(make_case(kind=kind, expected="1")) for kind in ("money", "text", "id_list")
+    )
 
 
 def test_a_right_json_answer_is_graded_on_its_canonical_text() -> None:
