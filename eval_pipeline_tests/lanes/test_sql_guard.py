@@ -21,15 +21,22 @@ from eval_pipeline.lanes.errors import SqlRefusedError
 from eval_pipeline.lanes.sql_guard import SqlGuard, _parse_failure, _shown
 from eval_pipeline.lanes.sql_tool import AgentSql
 
-GUARD = SqlGuard(["Tracks", "artists"])
+
+def world_guard() -> SqlGuard:
+    """A guard over two world tables, built in each test, not at import: the mutation
+    run forks its test processes after import, and a guard built then would not be built
+    by the code under test."""
+    return SqlGuard(["Tracks", "artists"])
+
+
 TABLES = "artists, tracks"
 WORLD = f"world tables are: {TABLES}"
 ONLY = "only one SELECT over the world tables is allowed: found "
 
 
-def refusal(query: str, guard: SqlGuard = GUARD) -> str:
+def refusal(query: str, guard: SqlGuard | None = None) -> str:
     with pytest.raises(SqlRefusedError) as refused:
-        guard.check(query)
+        (guard or world_guard()).check(query)
     return refused.value.reason
 
 
@@ -171,7 +178,7 @@ def test_denied_functions_are_added_to_the_built_in_list() -> None:
     for query in ("SELECT secret_sauce(name) FROM artists", "SELECT getenv('HOME')"):
         assert refusal(query, guard).startswith("function ")
     assert guard.check("SELECT upper(name) FROM artists").tables == ("artists",)
-    assert GUARD.check("SELECT secret_sauce(1)").tables == ()  # only where it is denied
+    assert world_guard().check("SELECT secret_sauce(1)").tables == ()  # only where it is denied
 
 
 @pytest.mark.parametrize(
@@ -233,7 +240,7 @@ def test_a_query_that_is_not_text_is_refused_naming_its_type(query: object) -> N
 
 def test_the_length_limit_allows_exactly_twenty_thousand_characters() -> None:
     head = "SELECT name FROM artists -- "
-    assert GUARD.check(head + "x" * (20_000 - len(head))).tables == ("artists",)
+    assert world_guard().check(head + "x" * (20_000 - len(head))).tables == ("artists",)
     assert refusal(head + "x" * (20_001 - len(head))) == (
         "the query is 20,001 characters long; at most 20,000 are allowed"
     )
@@ -272,7 +279,7 @@ def test_the_first_problem_as_written_is_the_one_named(first: str, second: str, 
 def test_queries_in_parentheses_and_nested_ctes_read_the_world_tables(
     query: str, tables: tuple[str, ...]
 ) -> None:
-    assert GUARD.check(query).tables == tables
+    assert world_guard().check(query).tables == tables
 
 
 @pytest.mark.parametrize(
