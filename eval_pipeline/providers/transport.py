@@ -136,9 +136,9 @@ class Transport(Protocol):
 
 def transport_kind(config: ModelConfig) -> TransportKind:
     """Which transport sends the config's calls: plain aiohttp for OpenAI-compatible
-    servers (the SDK adds 1-2 ms of CPU a call and nothing such a server needs), the
-    official SDK for OpenAI and Anthropic themselves (their auth, versioning headers and
-    error mapping are the SDKs' to keep right)."""
+    servers (the SDK more than doubles a call's CPU and adds nothing such a server
+    needs), the official SDK for OpenAI and Anthropic themselves (their auth, versioning
+    headers and error mapping are the SDKs' to keep right)."""
     return "aiohttp" if config.api == "openai_compatible" else "sdk"
 
 
