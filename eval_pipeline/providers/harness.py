@@ -78,7 +78,7 @@ from eval_pipeline.providers.labels import (
     classify,
     summarize,
 )
-from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_book
+from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
@@ -171,7 +171,7 @@ def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]
     }
 
 
-def settled_cost(outcome: AttemptOutcome, actual: PriceQuote | None, worst: PriceQuote) -> Decimal:
+def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCost) -> Decimal:
     """What the budget counts as spent for one attempt, until a bill says otherwise.
 
     The priced usage of a landed reply; the worst case for a 200 without usable usage
@@ -445,7 +445,7 @@ class ModelClient:
 
     def _price_usage(
         self, outcome: AttemptOutcome, day: date
-    ) -> tuple[PriceQuote | None, PriceError | None]:
+    ) -> tuple[TierCost | None, PriceError | None]:
         """The landed reply's cost, or the reason it cannot be priced (raised by `call`
         once the attempt's envelope is written and its reservation settled)."""
         response = outcome.response
@@ -453,7 +453,7 @@ class ModelClient:
             return None, None
         usage = response.usage
         try:
-            quote = self.session.price_book.quote(
+            quote = self.session.price_book.cost(
                 self.config.priced_as,
                 day,
                 usage.input_tokens,
@@ -481,7 +481,7 @@ class ModelClient:
         async with session.slot(config):
             day = session.clock()
             started_at = datetime.now(UTC).replace(tzinfo=None)
-            worst = session.price_book.worst_case(
+            worst = session.price_book.worst_case_cost(
                 config.priced_as,
                 day,
                 input_token_bound(wire.data, config.input_token_overhead),

@@ -19,8 +19,9 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
     WireRequest,
-    cause_of_status,
-    parse_retry_after_ms,
+    landed,
+    refused,
+    unanswered,
 )
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.providers.wire import (
@@ -63,49 +64,18 @@ def _failure(error: Exception) -> AttemptOutcome:
     if isinstance(error, openai.APITimeoutError | anthropic.APITimeoutError) and not (
         _is_disconnect(error)
     ):
-        return AttemptOutcome(
-            http_status=None,
-            body=None,
-            cause="timeout",
-            detail=f"timeout: {error}",
-            retry_after_ms=None,
-            response=None,
-        )
+        return unanswered("timeout", f"timeout: {error}")
     if isinstance(error, openai.APIStatusError | anthropic.APIStatusError):
         response = error.response
-        return AttemptOutcome(
-            http_status=response.status_code,
-            body=response.text,
-            cause=cause_of_status(response.status_code),
-            detail=f"HTTP {response.status_code}",
-            retry_after_ms=parse_retry_after_ms(response.headers),
-            response=None,
-        )
+        return refused(response.status_code, response.text, response.headers)
     if isinstance(error, openai.APIConnectionError | anthropic.APIConnectionError):
         # APITimeoutError is an APIConnectionError: a disconnect mislabelled as a timeout
         # by the transport lands here, as the connection failure it is.
         cause = error.__cause__
-        detail = f"connection error: {type(cause).__name__ if cause else error}"
-        return AttemptOutcome(
-            http_status=None,
-            body=None,
-            cause="connect",
-            detail=detail,
-            retry_after_ms=None,
-            response=None,
+        return unanswered(
+            "connect", f"connection error: {type(cause).__name__ if cause else error}"
         )
     raise error
-
-
-def _landed(status: int, body: str, response: ModelResponse) -> AttemptOutcome:
-    return AttemptOutcome(
-        http_status=status,
-        body=body,
-        cause=None,
-        detail=None,
-        retry_after_ms=None,
-        response=response,
-    )
 
 
 class _SdkTransport:
@@ -115,8 +85,8 @@ class _SdkTransport:
     pool and the mapping of HTTP failures to its exceptions; the body is the one our wire
     adapter built and serialized once (the bytes the budget bounded), posted as `content`
     with the SDK's documented custom-request call (`client.post(..., cast_to=httpx.Response)`),
-    which skips its typed-parameter transform and JSON encoding (1-2 ms of CPU a call) and
-    hands back the raw response. The SDKs run on their aiohttp backend
+    which skips its typed-parameter transform and JSON encoding and hands back the raw
+    response. The SDKs run on their aiohttp backend
     (`DefaultAioHttpClient`, the `aiohttp` extra): at 64 calls in flight on two cores it
     took the harness from 0.70 to 0.83 of the ideal rate. Calls are spread over several
     SDK clients so that no connection pool holds more than `connections_per_client`.
@@ -145,7 +115,7 @@ class _SdkTransport:
         except (openai.APIError, anthropic.APIError) as error:
             return _failure(error)
         body = raw.text
-        return _landed(raw.status_code, body, self.parse(body))
+        return landed(raw.status_code, body, self.parse(body))
 
     async def close(self) -> None:
         for client in self._clients:

@@ -57,6 +57,37 @@ class AttemptOutcome(FrozenRecord):
     response: ModelResponse | None
 
 
+def landed(status: int, body: str, response: ModelResponse) -> AttemptOutcome:
+    """An attempt that got a 2xx reply (read into `response`, which may be unusable)."""
+    return AttemptOutcome(
+        http_status=status,
+        body=body,
+        cause=None,
+        detail=None,
+        retry_after_ms=None,
+        response=response,
+    )
+
+
+def unanswered(cause: FailureCause, detail: str) -> AttemptOutcome:
+    """An attempt with no HTTP answer (timeout, connection failure)."""
+    return AttemptOutcome(
+        http_status=None, body=None, cause=cause, detail=detail, retry_after_ms=None, response=None
+    )
+
+
+def refused(status: int, body: str, headers: Mapping[str, str]) -> AttemptOutcome:
+    """An attempt the provider answered with an HTTP error status."""
+    return AttemptOutcome(
+        http_status=status,
+        body=body,
+        cause=cause_of_status(status),
+        detail=f"HTTP {status}",
+        retry_after_ms=parse_retry_after_ms(headers),
+        response=None,
+    )
+
+
 def parse_retry_after_ms(headers: Mapping[str, str], now: datetime | None = None) -> int | None:
     """Milliseconds the server asked to wait: `retry-after-ms`, else `retry-after` (s or date)."""
     raw_ms = headers.get("retry-after-ms")
@@ -105,9 +136,9 @@ class Transport(Protocol):
 
 def transport_kind(config: ModelConfig) -> TransportKind:
     """Which transport sends the config's calls: plain aiohttp for OpenAI-compatible
-    servers (the SDK adds 1-2 ms of CPU a call and nothing such a server needs), the
-    official SDK for OpenAI and Anthropic themselves (their auth, versioning headers and
-    error mapping are the SDKs' to keep right)."""
+    servers (the SDK more than doubles a call's CPU and adds nothing such a server
+    needs), the official SDK for OpenAI and Anthropic themselves (their auth, versioning
+    headers and error mapping are the SDKs' to keep right)."""
     return "aiohttp" if config.api == "openai_compatible" else "sdk"
 
 

@@ -76,3 +76,34 @@ def test_importing_the_package_imports_neither_sdk_nor_dagster() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_tool_spec_is_defined_once_and_the_world_imports_it() -> None:
+    """`ToolSpec` lives in `providers.types` (Dagster-free, nothing of a world in reach);
+    the label world's tool surface uses that class rather than a copy of it."""
+    import ast
+    from pathlib import Path
+
+    from eval_pipeline.providers.types import ToolSpec
+    from eval_pipeline.world.label import tools
+
+    package = Path(providers.__file__).resolve().parents[1]
+    defined = [
+        path.relative_to(package.parent).as_posix()
+        for path in sorted(package.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.name == "ToolSpec"
+    ]
+    assert defined == ["eval_pipeline/providers/types.py"]
+    assert tools.ToolSpec is ToolSpec
+    assert all(type(spec) is ToolSpec for spec in tools.LABEL_TOOLS)
+
+
+def test_the_tool_spec_module_reaches_neither_dagster_nor_a_world() -> None:
+    code = (
+        "import sys, eval_pipeline.providers.types; "
+        "print(sorted({m.split('.')[0] if m.startswith('dagster') else m for m in sys.modules "
+        "if m.startswith(('dagster', 'eval_pipeline.world', 'eval_pipeline.fixtures'))}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
