@@ -210,7 +210,7 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
 
 def _echo_results(results: JobOutcome) -> None:
     """Where the full table is, the checks, the README table and the MLflow runs (the
-    headline and the gate's verdict are printed last, by `mission_display`)."""
+    headline and the gate's verdict are printed last, by `eval_pipeline.mission.display`)."""
     summary = results.materializations.get("sweep_summary", {})
     if "path" in summary:
         click.echo(f"  summary      {summary['path']}")

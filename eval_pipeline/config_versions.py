@@ -1,7 +1,7 @@
 """Versions of the config files the pipeline reads, so a run can tell what changed.
 
-Each config family (the world config, the model configs, the price book, the scoring
-configs, the sweep) gets one version: a SHA-256 over its files' names and bytes. The
+Each config family (the world config, the model configs, the price book, the judge,
+the gate, the sweep) gets one version: a SHA-256 over its files' names and bytes. The
 Dagster definitions observe these as source assets; an asset whose config family's version
 moved since its last materialization is stale and the main job runs it again, and an
 asset whose inputs did not move is skipped.
@@ -37,10 +37,6 @@ def files_version(locations: Iterable[Path]) -> str:
     return hasher.hexdigest()
 
 
-def _scoring_locations() -> list[Path]:
-    return [paths.CONFIGS_DIR / "judge", paths.CONFIGS_DIR / "gate.yaml", paths.baselines_dir()]
-
-
 CONFIG_FAMILIES: dict[str, tuple[str, Callable[[], list[Path]]]] = {
     "world_config": (
         "The world config the main job builds (seed, scale, currencies).",
@@ -51,9 +47,13 @@ CONFIG_FAMILIES: dict[str, tuple[str, Callable[[], list[Path]]]] = {
         lambda: [paths.models_dir()],
     ),
     "price_book": ("The price book every cost is computed from.", lambda: [paths.prices_path()]),
-    "scoring_configs": (
-        "The judge's config and rubrics, the gate's rules and the accepted baselines.",
-        _scoring_locations,
+    "judge_config": (
+        "The judge's config and rubrics (what the scores ask the judge).",
+        lambda: [paths.CONFIGS_DIR / "judge"],
+    ),
+    "gate_config": (
+        "The ship gate's rules and margins, and the accepted baselines.",
+        lambda: [paths.CONFIGS_DIR / "gate.yaml", paths.baselines_dir()],
     ),
     "sweep_config": (
         "The sweep: its models, seeds and experiments.",

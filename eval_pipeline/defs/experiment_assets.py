@@ -14,19 +14,14 @@ from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     EXPERIMENTS_GROUP,
     FIXTURES_ASSET,
+    GATE_CONFIG_SOURCE,
+    JUDGE_CONFIG_SOURCE,
     MODEL_CONFIGS_SOURCE,
     PRICE_BOOK_SOURCE,
-    SCORING_CONFIGS_SOURCE,
 )
 from eval_pipeline.defs.lane_assets import latest_path
 from eval_pipeline.defs.tracking_assets import MlflowTracking
-from eval_pipeline.experiments.arms import read_arm_result, run_arm
-from eval_pipeline.experiments.parity import parity_report, report_markdown
-from eval_pipeline.experiments.registry import ExperimentError, log_result, require_registration
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve, scan_specs
-from eval_pipeline.fixtures.frozen import load_fixtures
-from eval_pipeline.scoring.gate import load_gate_config
-from eval_pipeline.tracking.provenance import code_version
 
 
 def arm_scores_key(experiment: str) -> dg.AssetKey:
@@ -56,7 +51,7 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
                 AGENT_WORLD_ASSET,
                 MODEL_CONFIGS_SOURCE,
                 PRICE_BOOK_SOURCE,
-                SCORING_CONFIGS_SOURCE,
+                JUDGE_CONFIG_SOURCE,
             ],
             # The spec is part of what the arms compute: a changed spec is changed code.
             code_version=f"arms-1/{spec_version}",
@@ -68,6 +63,10 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
         def arm_scores(
             context: dg.AssetExecutionContext, tracking: MlflowTracking
         ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+            from eval_pipeline.experiments.arms import run_arm
+            from eval_pipeline.experiments.registry import ExperimentError, require_registration
+            from eval_pipeline.fixtures.frozen import load_fixtures
+
             current = load_spec(experiment)
             material, configs, judge = resolve(current)
             fixture_set = load_fixtures(Path(latest_path(context, FIXTURES_ASSET)))
@@ -115,11 +114,21 @@ def experiment_assets(spec: ExperimentSpec) -> list[dg.AssetsDefinition]:
     @dg.asset(
         key=parity_report_key(experiment),
         group_name=EXPERIMENTS_GROUP,
-        deps=[arm_scores_key(experiment), SCORING_CONFIGS_SOURCE],
+        deps=[arm_scores_key(experiment), GATE_CONFIG_SOURCE],
         code_version=f"parity-1/{spec_version}",
         description=f"{spec.title}: the paired comparison and its verdict.",
     )
     def parity(context: dg.AssetExecutionContext, tracking: MlflowTracking) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        from eval_pipeline.experiments.arms import read_arm_result
+        from eval_pipeline.experiments.parity import parity_report, report_markdown
+        from eval_pipeline.experiments.registry import (
+            ExperimentError,
+            log_result,
+            require_registration,
+        )
+        from eval_pipeline.scoring.gate import load_gate_config
+        from eval_pipeline.tracking.provenance import code_version
+
         current = load_spec(experiment)
         material, configs, _ = resolve(current)
         client = tracking.client()

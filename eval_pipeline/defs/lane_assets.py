@@ -2,6 +2,7 @@
 world-only database the product lane's tools read."""
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -27,24 +28,15 @@ from eval_pipeline.defs.lane_resources import (
     model_session,
 )
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.lanes.agent_db import (
-    build_agent_world_db,
-    open_agent_world_db,
-    read_agent_world_info,
-)
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
-from eval_pipeline.lanes.records import Lane
-from eval_pipeline.lanes.runner import (
-    LaneRunSummary,
-    LaneSettings,
-    PartitionRequest,
-    execute_partition,
-    partition_dir,
-)
-from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.lanes.sweep import load_sweep_config
-from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.sessions import SIMULATED
+
+if TYPE_CHECKING:
+    from eval_pipeline.lanes.records import Lane
+    from eval_pipeline.lanes.runner import LaneRunSummary
+
+# The lanes' code (the agent loop, the SDKs, DuckDB, polars) is imported by the steps that
+# run it, not when the definitions load.
 
 model_partitions = dg.DynamicPartitionsDefinition(name=MODELS_PARTITIONS)
 lane_partitions = dg.MultiPartitionsDefinition(
@@ -87,11 +79,15 @@ def latest_path(context: dg.AssetExecutionContext, asset: str) -> str:
 
 def _run_lane(
     context: dg.AssetExecutionContext,
-    lane: Lane,
+    lane: "Lane",
     guards: GuardSettings,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    from eval_pipeline.lanes.runner import LaneSettings, PartitionRequest, execute_partition
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.sessions import SIMULATED
+
     model, seed = model_and_seed(context)
     scan = scan_model_configs()
     config = scan.require([model])[model]
@@ -113,7 +109,7 @@ def _run_lane(
 
 
 def _metadata(
-    summary: LaneRunSummary, labels: dict[str, int], simulated: bool
+    summary: "LaneRunSummary", labels: dict[str, int], simulated: bool
 ) -> "dict[str, dg.RawMetadataValue]":
     return {
         "provider": "simulated provider (eval_pipeline.sim)" if simulated else "real provider",
@@ -150,6 +146,12 @@ def _metadata(
 def agent_world_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The world tables alone in their own read-only DuckDB file: what the product lane's
     tools read, so no query can reach the answer key even past the SQL guard."""
+    from eval_pipeline.lanes.agent_db import (
+        build_agent_world_db,
+        open_agent_world_db,
+        read_agent_world_info,
+    )
+
     path = build_agent_world_db(Path(warehouse.path), paths.agent_world_dir())
     conn = open_agent_world_db(path)
     try:
@@ -200,8 +202,11 @@ def product_lane_runs_asset(
 
 
 def _records(
-    context: dg.AssetExecutionContext, lane: Lane, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, lane: "Lane", warehouse: WarehouseResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    from eval_pipeline.lanes.runner import partition_dir
+    from eval_pipeline.lanes.store import load_partition_records
+
     model, seed = model_and_seed(context)
     folder = partition_dir(lane, model, seed, paths.lanes_dir())
     with warehouse.connection() as conn:

@@ -7,16 +7,21 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from eval_pipeline import paths
-from eval_pipeline.providers.budget import BudgetGate
-from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME
-from eval_pipeline.providers.harness import CallSession
-from eval_pipeline.providers.sessions import SIM_API_KEY, session_for
-from eval_pipeline.sim.process import SIM_REQUEST_LOG, SimHandle, running_sim
+from eval_pipeline.sim import SIM_API_KEY
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.budget import BudgetGate
+    from eval_pipeline.providers.config import ModelConfig
+    from eval_pipeline.providers.harness import CallSession
+    from eval_pipeline.sim.process import SimHandle
+
+# The SDKs, the call harness and the simulated provider are imported by the steps that call
+# models (in the methods below), not when the definitions load.
 
 
 class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -35,6 +40,8 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         request_log: Path | None = None,
         profile_options: Mapping[str, object] | None = None,
     ) -> Iterator[SimHandle]:
+        from eval_pipeline.sim.process import running_sim
+
         options = dict(json.loads(self.profile_options_json or "{}"))
         options.update(profile_options or {})
         with running_sim(
@@ -54,6 +61,8 @@ class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
     budget_usd: str = ""
 
     def budget(self) -> BudgetGate | None:
+        from eval_pipeline.providers.budget import BudgetGate
+
         return BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
 
 
@@ -67,6 +76,10 @@ def model_session(
 ) -> Iterator[CallSession]:
     """A call session for `configs` journaling under runs/<run_id>/, with the simulated
     provider running (and logging every request it gets) while any of them is simulated."""
+    from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+    from eval_pipeline.providers.sessions import session_for
+    from eval_pipeline.sim.process import SIM_REQUEST_LOG
+
     run_dir = paths.runs_dir() / run_id
     with session_for(
         configs,

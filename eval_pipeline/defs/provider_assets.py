@@ -24,9 +24,6 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME
-from eval_pipeline.providers.sessions import session_for
-from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -66,6 +63,10 @@ def provider_calibration_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The call classifier run on 24 failures planted in the simulated provider, through the
     real SDKs over HTTP in both wire formats; every envelope lands in runs.call_envelopes."""
+    from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+    from eval_pipeline.providers.sessions import session_for
+    from eval_pipeline.sim.process import SIM_REQUEST_LOG
+
     run_id = f"calibration-{context.run.run_id}"
     run_dir = paths.runs_dir() / run_id
     journal = run_dir / JOURNAL_NAME

@@ -4,12 +4,11 @@ MLflow run."""
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
-import duckdb
-from pydantic import ValidationError
 
-from eval_pipeline import paths, world_stages
+from eval_pipeline import paths
 from eval_pipeline.defs.experiment_assets import parity_report_key
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
@@ -20,24 +19,27 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.defs.tracking_assets import MlflowTracking
-from eval_pipeline.experiments.parity import ParityReport
 from eval_pipeline.experiments.spec import scan_specs
-from eval_pipeline.fixtures.frozen import load_fixtures
-from eval_pipeline.lanes.store import read_identities
-from eval_pipeline.report.refs import Provenance, RefBook, chain
-from eval_pipeline.scoring.aggregate import summarize_scores
-from eval_pipeline.scoring.store import read_scores
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from eval_pipeline.experiments.parity import ParityReport
+    from eval_pipeline.report.refs import Provenance
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.runs import log_texts
 
 
 def report_dir() -> Path:
     return paths.var_dir() / "reports" / "sweep"
 
 
-def parity_reports_for(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
+def parity_reports_for(fixture_id: str) -> "tuple[list[ParityReport], list[str]]":
     """The experiments' reports on this fixture set, and one line per report file that is
     not one this code can read (written by older code: re-materialize it to include it)."""
+    from pydantic import ValidationError
+
+    from eval_pipeline.experiments.parity import ParityReport
+
     folder = paths.var_dir() / "reports" / "experiments"
     found: list[ParityReport] = []
     unreadable: list[str] = []
@@ -56,7 +58,7 @@ def parity_reports_for(fixture_id: str) -> tuple[list[ParityReport], list[str]]:
 
 
 def envelope_counts(
-    conn: duckdb.DuckDBPyConnection, hashes: dict[tuple[str, str], tuple[str, ...]]
+    conn: "duckdb.DuckDBPyConnection", hashes: dict[tuple[str, str], tuple[str, ...]]
 ) -> dict[tuple[str, str], int]:
     """Distinct calls behind each (lane, model)'s case runs under the report's settings."""
     counts: dict[tuple[str, str], int] = {}
@@ -91,8 +93,16 @@ def sweep_report_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The report a person reads and `evalp audit` checks."""
+    from eval_pipeline import world_stages
+    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.lanes.store import read_identities
+    from eval_pipeline.report.refs import Provenance, RefBook, chain
+
     # matplotlib comes with it: imported here, not when the definitions load.
     from eval_pipeline.report.sweep import build_sweep_report, headline_table
+    from eval_pipeline.scoring.aggregate import summarize_scores
+    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.tracking.runs import log_texts
 
     with warehouse.connection() as conn:
         fixture_set = load_fixtures(world_stages.recorded_fixture_path(conn))
@@ -118,7 +128,7 @@ def sweep_report_asset(
     code = code_version()
     world = fixture_set.manifest.world
 
-    def provenance(run_id: str) -> Provenance:
+    def provenance(run_id: str) -> "Provenance":
         return Provenance(
             dagster_run_id=run_id,
             asset_key=SWEEP_REPORT_ASSET,

@@ -3,30 +3,40 @@
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import duckdb
 from pydantic import PrivateAttr
 
 from eval_pipeline import paths
-from eval_pipeline.warehouse import connect
-from eval_pipeline.world_stages import WorldHandOff
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from eval_pipeline.world_stages import WorldHandOff
 
 
 class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The DuckDB warehouse file. One writer at a time: runs on one file are serialized."""
 
     path: str
-    _hand_off: WorldHandOff = PrivateAttr(default_factory=WorldHandOff)
+    _hand_off: Any = PrivateAttr(default=None)  # a WorldHandOff, made on first use
 
     @property
-    def hand_off(self) -> WorldHandOff:
+    def hand_off(self) -> "WorldHandOff":
         """What one stage of this run hands the next (resources live once per run with the
         in-process executor), so the world is read back once per run, not per asset."""
-        return self._hand_off
+        from eval_pipeline.world_stages import WorldHandOff
+
+        if self._hand_off is None:
+            self._hand_off = WorldHandOff()
+        hand_off: WorldHandOff = self._hand_off
+        return hand_off
 
     @contextmanager
-    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connection(self) -> "Iterator[duckdb.DuckDBPyConnection]":
+        from eval_pipeline.warehouse import connect
+
         conn = connect(Path(self.path))
         try:
             yield conn

@@ -6,20 +6,22 @@ anything but the product lane can be built (in a test) and shown to fail its blo
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
 from eval_pipeline.defs.keys import (
+    GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
+    JUDGE_CONFIG_SOURCE,
     LANES_GROUP,
     MODEL_LANE_RECORDS_ASSET,
     MODEL_LANE_SCORES_ASSET,
     PRODUCT_LANE_RECORDS_ASSET,
     PRODUCT_LANE_SCORES_ASSET,
     RESULTS_GROUP,
-    SCORING_CONFIGS_SOURCE,
     SHIP_GATE_ASSET,
     SWEEP_CONFIG_SOURCE,
     SWEEP_SUMMARY_ASSET,
@@ -28,40 +30,28 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.lane_assets import lane_partitions, model_and_seed
 from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, model_session
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.records import Lane
-from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
-from eval_pipeline.report.headline import headline_text
-from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores, summary_markdown
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
     DROP_RULE,
     GATE_LANE,
     INFRA_RULE,
     SECURITY_RULE,
-    GateResult,
-    gate_all,
-    gate_markdown,
-    load_baseline,
-    load_gate_config,
 )
-from eval_pipeline.scoring.grading import (
-    GradedPartition,
-    JudgeItems,
-    Partition,
-    cases_under,
-    grade_partition,
-    partition_fixture_id,
-)
-from eval_pipeline.scoring.judge import judge_in_session, load_judge
-from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
-from eval_pipeline.scoring.store import read_scores
+
+if TYPE_CHECKING:
+    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.lanes.records import Lane
+    from eval_pipeline.scoring.aggregate import LaneSummary
+    from eval_pipeline.scoring.gate import GateResult
+    from eval_pipeline.scoring.grading import GradedPartition, JudgeItems
+    from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
+
+# Scoring (numpy, DuckDB, the judge's model calls) is imported by the steps that score.
 
 SCORES_CODE_VERSION = "scores-1"
 GATE_CODE_VERSION = "gate-2"
 """gate-2: the observed config files upstream are not part of the input check."""
-SCORES_LANE: Mapping[str, Lane] = {
+SCORES_LANE: "Mapping[str, Lane]" = {
     MODEL_LANE_SCORES_ASSET: "model",
     PRODUCT_LANE_SCORES_ASSET: "product",
 }
@@ -70,17 +60,27 @@ SCORES_LANE: Mapping[str, Lane] = {
 
 def _grade(
     context: dg.AssetExecutionContext,
-    lane: Lane,
+    lane: "Lane",
     warehouse: WarehouseResource,
     settings: ProjectSettings,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+    from eval_pipeline.scoring.grading import (
+        Partition,
+        cases_under,
+        grade_partition,
+        partition_fixture_id,
+    )
+    from eval_pipeline.scoring.judge import judge_in_session, load_judge
+
     model, seed = model_and_seed(context)
     judge = load_judge()
     judge_run = f"judge-{context.run.run_id}"
 
-    def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
+    def ask(items: "JudgeItems") -> "Mapping[str, JudgeVerdict]":
         config = scan_model_configs().require([judge.model])[judge.model]
         with model_session(sim, calls, run_id=judge_run, configs={judge.model: config}) as session:
             return judge_in_session(session, config, judge, items)
@@ -96,7 +96,7 @@ def _grade(
 
 
 def _partition_metadata(
-    graded: GradedPartition, cases: Mapping[str, Case], rubric_hash: str
+    graded: "GradedPartition", cases: "Mapping[str, Case]", rubric_hash: str
 ) -> "dict[str, dg.RawMetadataValue]":
     scores = graded.scores
     scored = [s.score for s in scores if s.score is not None]
@@ -125,7 +125,7 @@ def _partition_metadata(
     name=MODEL_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[MODEL_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
+    deps=[MODEL_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -145,7 +145,7 @@ def model_lane_scores_asset(
     name=PRODUCT_LANE_SCORES_ASSET,
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
-    deps=[PRODUCT_LANE_RECORDS_ASSET, SCORING_CONFIGS_SOURCE],
+    deps=[PRODUCT_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
@@ -170,6 +170,10 @@ def product_lane_scores_asset(
 )
 def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Both lanes side by side, per model and category, over every scored seed."""
+    from eval_pipeline.report.headline import headline_text
+    from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
+    from eval_pipeline.scoring.store import read_scores
+
     with warehouse.connection() as conn:
         summaries = summarize_scores(read_scores(conn))
     if not summaries:
@@ -210,7 +214,7 @@ def _numbers(model: str, numbers: Mapping[str, object]) -> "dict[str, dg.RawMeta
     }
 
 
-def _rule_check(rule: str, results: Sequence[GateResult]) -> dg.AssetCheckResult:
+def _rule_check(rule: str, results: "Sequence[GateResult]") -> dg.AssetCheckResult:
     per_model = {r.model: r.rule(rule) for r in results}
     metadata: dict[str, dg.RawMetadataValue] = {}
     for model, result in per_model.items():
@@ -227,6 +231,7 @@ def _rule_check(rule: str, results: Sequence[GateResult]) -> dg.AssetCheckResult
 def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinition:
     """The ship gate reading the rows of one scores asset (the product lane's, in the
     product; any other `source` exists to prove the input check fails)."""
+
     specs = [
         dg.AssetCheckSpec(
             name, asset=SHIP_GATE_ASSET, blocking=True, description=RULE_DESCRIPTIONS[name]
@@ -237,7 +242,7 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
     @dg.asset(
         name=SHIP_GATE_ASSET,
         group_name=RESULTS_GROUP,
-        deps=[source, SCORING_CONFIGS_SOURCE],
+        deps=[source, GATE_CONFIG_SOURCE],
         pool=WAREHOUSE_POOL,
         check_specs=specs,
         code_version=GATE_CODE_VERSION,
@@ -247,6 +252,15 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         """Whether the candidates ship, by the rules in configs/gate.yaml, from the product
         lane alone; each rule is a blocking check carrying its numbers."""
+        from eval_pipeline.scoring.aggregate import summarize_scores
+        from eval_pipeline.scoring.gate import (
+            gate_all,
+            gate_markdown,
+            load_baseline,
+            load_gate_config,
+        )
+        from eval_pipeline.scoring.store import read_scores
+
         # The observed config files (the gate's rules, baselines) are not data it reads.
         upstream = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)
         declared = [key for key in upstream if key not in CONFIG_FAMILIES]

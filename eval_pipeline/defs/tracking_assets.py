@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import PrivateAttr
 
-from eval_pipeline import paths, world_stages
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_SUMMARY_ASSET,
@@ -14,12 +13,7 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.fixtures.frozen import load_fixtures
-from eval_pipeline.lanes.store import read_identities
-from eval_pipeline.scoring.store import read_scores
-from eval_pipeline.tracking.provenance import code_version
 from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
-from eval_pipeline.tracking.sweep import log_sweep
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -54,6 +48,13 @@ def sweep_tracking_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The stored scores of the current fixture set, logged to MLflow as one sweep."""
+    from eval_pipeline import paths, world_stages
+    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.lanes.store import read_identities
+    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.tracking.provenance import code_version
+    from eval_pipeline.tracking.sweep import log_sweep
+
     store = tracking.store()
     client = tracking.client()
     with warehouse.connection() as conn:

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline import world_stages
 from eval_pipeline.defs.keys import (
     ANSWER_KEY_ASSET,
     FIXTURES_ASSET,
@@ -15,8 +14,6 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
-from eval_pipeline.fixtures.preview import category_preview_markdown
-from eval_pipeline.world import load_world_config
 from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
 
 
@@ -32,6 +29,9 @@ def world_asset(
     context: dg.AssetExecutionContext, settings: ProjectSettings, warehouse: WarehouseResource
 ) -> dg.MaterializeResult[None]:
     """The synthetic world, generated from one seed and loaded into the `world` schema."""
+    from eval_pipeline import world_stages
+    from eval_pipeline.world import load_world_config
+
     config = load_world_config(Path(settings.world_config_path))
     with warehouse.connection() as conn:
         summary = world_stages.world_stage(conn, config, warehouse.hand_off)
@@ -62,6 +62,8 @@ def world_asset(
 )
 def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
     """Truth tables computed from the clean world data, kept in the `truth` schema."""
+    from eval_pipeline import world_stages
+
     with warehouse.connection() as conn:
         world, answer_key, counts = world_stages.answer_key_stage(conn, warehouse.hand_off)
     return dg.MaterializeResult(
@@ -87,6 +89,9 @@ def fixtures_asset(
     settings: ProjectSettings, warehouse: WarehouseResource
 ) -> dg.MaterializeResult[None]:
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
+    from eval_pipeline import world_stages
+    from eval_pipeline.fixtures.preview import category_preview_markdown
+
     with warehouse.connection() as conn:
         fixture_set = world_stages.fixtures_stage(
             conn, Path(settings.fixtures_root), warehouse.hand_off
@@ -109,6 +114,8 @@ def fixtures_asset(
 @dg.asset_check(asset=FIXTURES_ASSET, blocking=True)
 def fixtures_match_world(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """The frozen fixtures verify by hash and were built from the world in the warehouse."""
+    from eval_pipeline import world_stages
+
     with warehouse.connection() as conn:
         try:
             match = world_stages.check_fixtures_match_world(conn)

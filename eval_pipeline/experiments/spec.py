@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,7 +25,9 @@ from eval_pipeline.lanes.records import Lane
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.judge import Judge
+
+if TYPE_CHECKING:
+    from eval_pipeline.scoring.judge import Judge
 
 Kind = Literal["equivalence", "non_inferiority", "superiority"]
 PrimaryMetric = Literal["case_score", "majority_pass"]

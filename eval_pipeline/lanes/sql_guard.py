@@ -16,7 +16,6 @@ database with external access off (see `sql_tool`).
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 
 from sqlglot import Token, TokenType, exp
@@ -160,7 +159,9 @@ def _refuse(reason: str) -> SqlRefusedError:
 
 
 def _visible(char: str) -> str:
-    if char.isprintable() and unicodedata.category(char) != "Cf":
+    # not printable: control, format (Cf: zero-width, bidi marks...), separator but the
+    # space, private-use, unassigned
+    if char.isprintable():
         return char
     return f"\\u{ord(char):04x}"
 
@@ -357,7 +358,13 @@ class SqlGuard:
             parsed = self._dialect.parser().parse(tokens, query)
         except ParseError as error:
             raise _refuse(_parse_failure(error)) from error
-        expressions = [expression for expression in parsed if expression is not None]
+        # a semicolon that carries a comment (`SELECT 1; -- done`) parses to a Semicolon of
+        # its own: no statement, as DuckDB reads it
+        expressions = [
+            expression
+            for expression in parsed
+            if expression is not None and not isinstance(expression, exp.Semicolon)
+        ]
         if len(expressions) != 1:
             raise _refuse(f"only one statement is allowed: found {len(expressions)}")
         root = expressions[0]

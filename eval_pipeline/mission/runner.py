@@ -241,6 +241,8 @@ def run_job(
     launched_by: str,
     defs: dg.Definitions | None = None,
     partition: str | None = None,
+    progress: MissionProgress | None = None,
+    step: str = "",
 ) -> JobOutcome:
     """One job in process, quietly, tagged with the command that started it. Given the
     definitions, only what is stale or missing runs (with what is downstream of it in the
@@ -250,10 +252,15 @@ def run_job(
     if defs is not None:
         stale = up_to_date.stale_or_missing(defs, instance, selected, partition)
         if not stale:
+            if progress is not None:
+                progress.step(f"{step} (up to date, not run)")
             return _stored_outcome(instance, job, partition)
         selection = up_to_date.with_downstream(defs, stale, selected)
         if set(selection) == set(selected):
             selection = None
+    if progress is not None:
+        shown = ", ".join(key.to_user_string() for key in selection) if selection else ""
+        progress.step(f"{step} (only {shown})" if shown else step)
     result = job.execute_in_process(
         instance=instance,
         raise_on_error=False,
@@ -340,8 +347,15 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
             recovery = recover_after_crash(instance)
             crash_point("demo.recovered")
             up_to_date.observe_configs(defs, instance, QUIET)
-            shown.step("main job: world, answer key, fixtures, calibration")
-            main = run_job(instance, job, "evalp demo", defs)
+            main = run_job(
+                instance,
+                job,
+                "evalp demo",
+                defs,
+                None,
+                shown,
+                "main job: world, answer key, fixtures, calibration",
+            )
             outcome = _outcome(main, home, warnings, recovery)
             if not outcome.success:
                 return outcome
@@ -353,8 +367,15 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
             experiments = tuple(
                 run_registered_experiment(instance, spec, shown, defs) for spec in specs
             )
-            shown.step("results: summary, gate, tracking, report")
-            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp demo", defs)
+            results = run_job(
+                instance,
+                defs.resolve_job_def(RESULTS_JOB),
+                "evalp demo",
+                defs,
+                None,
+                shown,
+                "results: summary, gate, tracking, report",
+            )
             skipped = [
                 *(["main job"] if main.skipped else []),
                 *(f"lanes {lane.partition}" for lane in lanes if lane.skipped),
@@ -404,8 +425,17 @@ def run_sweep_partitions(
     for model in sweep.models:
         for seed in sweep.seeds:
             key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
-            shown.step(f"lanes: {model} seed {seed}")
-            outcomes.append(run_job(instance, lanes_job, "evalp demo", defs, str(key)))
+            outcomes.append(
+                run_job(
+                    instance,
+                    lanes_job,
+                    "evalp demo",
+                    defs,
+                    str(key),
+                    shown,
+                    f"lanes: {model} seed {seed}",
+                )
+            )
     return tuple(outcomes)
 
 

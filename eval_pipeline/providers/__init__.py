@@ -46,9 +46,9 @@ _EXPORTS = {
     "expect_answer": "labels",
     "expect_tool_call": "labels",
     "LabelSummary": "labels",
-    "load_journal": "warehouse",
-    "read_envelopes": "warehouse",
-    "infra_error_calls": "warehouse",
+    "load_journal": "envelope_store",
+    "read_envelopes": "envelope_store",
+    "infra_error_calls": "envelope_store",
 }
 
 __all__ = [

@@ -19,24 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import threading
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from eval_pipeline.providers.errors import BudgetError, BudgetStoppedError
 from eval_pipeline.providers.types import OUTPUT_LIMIT_KEYS
+from eval_pipeline.providers.wire import encode_wire_body
 from eval_pipeline.records import FrozenRecord
 
 
-def worst_case_input_tokens(wire_body: dict[str, Any], overhead: int = 0) -> int:
-    """An upper bound on input tokens: UTF-8 bytes of the serialized request plus overhead."""
-    text = json.dumps(wire_body, ensure_ascii=False, separators=(",", ":"))
-    size = len(text) if text.isascii() else len(text.encode("utf-8"))
-    return size + overhead
+def input_token_bound(data: bytes, overhead: int = 0) -> int:
+    """An upper bound on input tokens: the bytes of the serialized request plus overhead."""
+    return len(data) + overhead
 
 
-def wire_output_limit(wire_body: dict[str, Any]) -> int:
+def worst_case_input_tokens(wire_body: Mapping[str, Any], overhead: int = 0) -> int:
+    """`input_token_bound` of a wire body not serialized yet (a dry run's bound)."""
+    return input_token_bound(encode_wire_body(wire_body), overhead)
+
+
+def wire_output_limit(wire_body: Mapping[str, Any]) -> int:
     """The output limit the wire body carries: the largest of its limit fields.
 
     Read from the body that is sent, not from the request, so that nothing added on the

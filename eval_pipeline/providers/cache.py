@@ -37,9 +37,12 @@ KEY_VERSION = 1
 MAX_DIFF_PATHS = 8
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, UTF-8 kept: the same value always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def key_of(material: Mapping[str, Any]) -> str:

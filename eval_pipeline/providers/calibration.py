@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.labels import LABELS, expect_answer, naive_pass, summarize
 from eval_pipeline.providers.types import Message, ModelRequest, ToolSpec
 from eval_pipeline.records import FrozenRecord
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.harness import CallSession
 
 PLANTED_COUNT = 24
 PLANTED_EXPECTED = "ANSWER: 42"
@@ -83,6 +86,9 @@ def _fraction_text(value: Fraction | None) -> str | None:
 
 async def calibrate_planted(session: CallSession, config: ModelConfig) -> PlantedCalibration:
     """Send the 24 planted requests through `config` and compare labels with the plan."""
+    # The harness (and the SDKs under it) only when calibrating, not when the definitions load.
+    from eval_pipeline.providers.harness import CallTag
+
     client = session.client(config)
     results = await asyncio.gather(
         *(

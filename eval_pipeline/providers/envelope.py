@@ -10,13 +10,14 @@ so that any run can be re-graded without calling a model; request headers are ne
 from __future__ import annotations
 
 import json
+import operator
 import os
 import threading
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -92,6 +93,24 @@ class CallEnvelope(FrozenRecord):
         return self.model_dump(exclude=set(VOLATILE_FIELDS))
 
 
+def _holds_text(annotation: object) -> bool:
+    """Whether a field annotated so can hold a string (str, a Literal of strings, or a
+    union with either)."""
+    if annotation is str:
+        return True
+    if get_origin(annotation) is Literal:
+        return any(isinstance(value, str) for value in get_args(annotation))
+    return any(_holds_text(arg) for arg in get_args(annotation))
+
+
+TEXT_FIELDS: tuple[str, ...] = tuple(
+    name for name, info in CallEnvelope.model_fields.items() if _holds_text(info.annotation)
+)
+"""Every field of an envelope that can hold text: what redaction must search."""
+envelope_texts = operator.attrgetter(*TEXT_FIELDS)
+"""The text fields' values of an envelope, as a tuple (None where a field is unset)."""
+
+
 class EnvelopeJournal:
     """Append-only JSON-lines journal; each envelope is flushed to the OS as it lands.
 
@@ -107,11 +126,14 @@ class EnvelopeJournal:
         self.written = 0
 
     def append(self, envelope: CallEnvelope) -> None:
-        line = envelope.model_dump_json() + "\n"
+        self.append_line(envelope.model_dump_json())
+
+    def append_line(self, line: str) -> None:
+        """Append one envelope already serialized (`CallEnvelope.model_dump_json()`)."""
         with self._lock:
             if self._file is None:
                 raise JournalError(f"journal {self.path} is closed")
-            self._file.write(line)
+            self._file.write(line + "\n")
             self._file.flush()
             if self._fsync:
                 os.fsync(self._file.fileno())

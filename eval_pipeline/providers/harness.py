@@ -43,11 +43,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.paths import runs_dir
-from eval_pipeline.providers.budget import (
-    BudgetGate,
-    wire_output_limit,
-    worst_case_input_tokens,
-)
+from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
     KEY_VERSION,
     CachedReply,
@@ -58,7 +54,12 @@ from eval_pipeline.providers.cache import (
     slot_of,
 )
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
-from eval_pipeline.providers.envelope import CacheStatus, CallEnvelope, EnvelopeJournal
+from eval_pipeline.providers.envelope import (
+    CacheStatus,
+    CallEnvelope,
+    EnvelopeJournal,
+    envelope_texts,
+)
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.errors import (
     BudgetStoppedError,
@@ -70,15 +71,21 @@ from eval_pipeline.providers.labels import (
     STATUS_MARKS,
     AnswerReader,
     CallStatus,
+    FailureCause,
     Grader,
     LabelResult,
     LabelSummary,
     classify,
     summarize,
 )
-from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_book
+from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
 from eval_pipeline.providers.redact import Redactor
-from eval_pipeline.providers.transport import AttemptOutcome, Transport, make_transport
+from eval_pipeline.providers.transport import (
+    AttemptOutcome,
+    Transport,
+    WireRequest,
+    make_transport,
+)
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.readers import read_answer_line
@@ -93,6 +100,8 @@ INTERRUPTED_DETAIL = (
     "the process ended while this attempt was in flight; the provider may have billed it "
     "(up to reserved_usd)"
 )
+INTERRUPTED_LABEL = classify("infra_error", None, failure_cause="interrupted")
+"""The label of a pre-send record (no reply, no grader involved): a drop, cause interrupted."""
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -162,7 +171,7 @@ def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]
     }
 
 
-def settled_cost(outcome: AttemptOutcome, actual: PriceQuote | None, worst: PriceQuote) -> Decimal:
+def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCost) -> Decimal:
     """What the budget counts as spent for one attempt, until a bill says otherwise.
 
     The priced usage of a landed reply; the worst case for a 200 without usable usage
@@ -182,14 +191,60 @@ class _AttemptDone:
     """One attempt's envelope and what `call` needs besides it."""
 
     envelope: CallEnvelope
+    label: LabelResult
     outcome: AttemptOutcome | None
     response: ModelResponse | None
     sent_at: float | None
     price_error: PriceError | None
 
 
+@dataclass(frozen=True)
+class _Reply:
+    """What came back for an attempt, or from the cache, as an envelope records it."""
+
+    http_status: int | None = None
+    body: str | None = None
+    response_json: str | None = None
+    finish_reason: str | None = None
+    stop_kind: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @classmethod
+    def of(cls, outcome: AttemptOutcome) -> _Reply:
+        response = outcome.response
+        usage = response.usage if response else None
+        return cls(
+            http_status=outcome.http_status,
+            body=outcome.body,
+            response_json=response.model_dump_json() if response else None,
+            finish_reason=response.finish_reason if response else None,
+            stop_kind=response.stop_kind if response else None,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+        )
+
+    @classmethod
+    def cached(cls, entry: CachedReply) -> _Reply:
+        return cls(
+            http_status=entry.http_status,
+            body=entry.response_body,
+            response_json=entry.response_json,
+            finish_reason=entry.finish_reason,
+            stop_kind=entry.stop_kind,
+            input_tokens=entry.input_tokens,
+            output_tokens=entry.output_tokens,
+        )
+
+
+NO_REPLY = _Reply()
+"""An attempt the budget refused, or one journaled before it was sent."""
+
+
 class _Envelopes:
-    """Builds the envelopes of one call (shared fields filled once)."""
+    """The one builder of a call's envelopes: the call's fields are filled once, and each
+    attempt (sent, refused by the budget, about to be sent, or served from the cache)
+    adds its own."""
 
     def __init__(
         self,
@@ -221,93 +276,53 @@ class _Envelopes:
         self.call_id = call_id
         self.tag = tag
 
-    def build(self, attempt: int, **fields: Any) -> CallEnvelope:
+    def build(
+        self,
+        attempt: int,
+        *,
+        status: CallStatus,
+        label: LabelResult,
+        started_at: datetime,
+        day: date,
+        cache_status: CacheStatus,
+        reserved_usd: Decimal | None,
+        price_tier: str | None,
+        cost_usd: Decimal | None = None,
+        failure_cause: FailureCause | None = None,
+        failure_detail: str | None = None,
+        reply: _Reply = NO_REPLY,
+        elapsed_ms: float = 0.0,
+        retry_after_ms: int | None = None,
+        backoff_ms: float | None = None,
+    ) -> CallEnvelope:
         return CallEnvelope(
             envelope_id=f"{self.run_id}/{self.call_id}/{attempt}",
             attempt=attempt,
-            **self.common,
-            **fields,
-        )
-
-    def _without_reply(
-        self,
-        attempt: int,
-        started_at: datetime,
-        day: date,
-        worst: PriceQuote,
-        cache_status: CacheStatus,
-        **fields: Any,
-    ) -> CallEnvelope:
-        return self.build(
-            attempt,
-            final=True,
+            final=status != "retried",
             started_at=started_at,
             call_day=day,
-            elapsed_ms=0.0,
-            http_status=None,
-            retry_after_ms=None,
-            backoff_ms=None,
-            finish_reason=None,
-            stop_kind=None,
-            input_tokens=None,
-            output_tokens=None,
-            price_tier=worst.tier_id,
-            cost_usd=None,
-            reserved_usd=worst.cost_usd,
-            answer=None,
+            elapsed_ms=elapsed_ms,
+            status=status,
+            http_status=reply.http_status,
+            failure_cause=failure_cause,
+            failure_detail=failure_detail,
+            retry_after_ms=retry_after_ms,
+            backoff_ms=backoff_ms,
+            finish_reason=reply.finish_reason,
+            stop_kind=reply.stop_kind,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            price_tier=price_tier,
+            cost_usd=cost_usd,
+            reserved_usd=reserved_usd,
+            label=label.label,
+            label_reason=label.reason,
+            drop_cause=label.drop_cause,
+            answer=label.answer,
             cache_status=cache_status,
-            response_body=None,
-            response_json=None,
-            **fields,
-        )
-
-    def unsent(
-        self,
-        attempt: int,
-        started_at: datetime,
-        day: date,
-        worst: PriceQuote,
-        cache_status: CacheStatus,
-        reason: str,
-    ) -> CallEnvelope:
-        """The attempt the budget refused (†): never sent, never scored."""
-        return self._without_reply(
-            attempt,
-            started_at,
-            day,
-            worst,
-            cache_status,
-            status="budget_stopped",
-            failure_cause="budget",
-            failure_detail=reason,
-            label=None,
-            label_reason="budget_stopped",
-            drop_cause=None,
-        )
-
-    def pending(
-        self,
-        attempt: int,
-        started_at: datetime,
-        day: date,
-        worst: PriceQuote,
-        cache_status: CacheStatus,
-    ) -> CallEnvelope:
-        """Journaled just before sending and superseded by the attempt's own envelope: if
-        the process dies in between, this is what the journal keeps — an interrupted
-        attempt (‡), which the provider may have billed."""
-        return self._without_reply(
-            attempt,
-            started_at,
-            day,
-            worst,
-            cache_status,
-            status="infra_error",
-            failure_cause="interrupted",
-            failure_detail=INTERRUPTED_DETAIL,
-            label="drop",
-            label_reason="drop: interrupted",
-            drop_cause="interrupted",
+            response_body=reply.body,
+            response_json=reply.response_json,
+            **self.common,
         )
 
 
@@ -338,16 +353,18 @@ class ModelClient:
         budget stops are results (with their status), not exceptions.
         """
         session = self.session
-        material = cache_material(self.config, request)
+        config = self.config
+        material = cache_material(config, request)
         request_hash = key_of(material)
-        request_json = session.redact(request.model_dump_json())
-        call_id = call_id or session.next_call_id(self.config.name, tag, request_hash)
-        build = _Envelopes(session, self.config, request, tag, call_id, request_hash, request_json)
+        call_id = call_id or session.next_call_id(config.name, tag, request_hash)
+        build = _Envelopes(
+            session, config, request, tag, call_id, request_hash, request.model_dump_json()
+        )
         label_of = functools.partial(classify, grader=grader, read_answer=read_answer)
 
         cache_status: CacheStatus = "off"
         if session.cache is not None and session.cache_mode != "off":
-            slot = slot_of(self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn)
+            slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
             lookup = session.cache.lookup(request_hash, material, slot)
             if lookup.entry is not None:
                 return session.finish(self._from_cache(lookup.entry, request, build, label_of))
@@ -355,12 +372,15 @@ class ModelClient:
                 raise ReplayMissError(request_hash, lookup.reason)
             cache_status = "miss"
 
+        # Built and serialized once: every attempt sends these bytes, which bound its cost.
+        wire = WireRequest.of(self.transport.wire_body(request))
         envelopes: list[CallEnvelope] = []
         first_sent: float | None = None
         attempt = first_attempt
         while True:
             done = await self._attempt(
                 request,
+                wire,
                 build,
                 attempt,
                 cache_status,
@@ -380,10 +400,9 @@ class ModelClient:
                 continue
             break
         final = envelopes[-1]
-        outcome, response = done.outcome, done.response
         if (
             final.status == "ok"
-            and outcome is not None
+            and done.outcome is not None
             and session.cache is not None
             and session.cache_mode == "record"
         ):
@@ -391,9 +410,7 @@ class ModelClient:
                 CachedReply(
                     key=request_hash,
                     material=material,
-                    slot=slot_of(
-                        self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn
-                    ),
+                    slot=slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn),
                     http_status=final.http_status or 200,
                     response_body=final.response_body or "",
                     response_json=final.response_json or "{}",
@@ -408,17 +425,19 @@ class ModelClient:
                     attempt=final.attempt,
                 )
             )
-        label = LabelResult(
-            label=final.label,
-            reason=final.label_reason or "",
-            drop_cause=final.drop_cause,
-            answer=final.answer,
-        )
+        label = done.label
+        if final is not done.envelope:  # redacted on its way to the journal
+            label = LabelResult(
+                label=final.label,
+                reason=final.label_reason or "",
+                drop_cause=final.drop_cause,
+                answer=final.answer,
+            )
         return session.finish(
             CallResult(
                 call_id=call_id,
                 status=final.status,
-                response=response,
+                response=done.response,
                 label=label,
                 envelopes=tuple(envelopes),
             )
@@ -426,7 +445,7 @@ class ModelClient:
 
     def _price_usage(
         self, outcome: AttemptOutcome, day: date
-    ) -> tuple[PriceQuote | None, PriceError | None]:
+    ) -> tuple[TierCost | None, PriceError | None]:
         """The landed reply's cost, or the reason it cannot be priced (raised by `call`
         once the attempt's envelope is written and its reservation settled)."""
         response = outcome.response
@@ -434,7 +453,7 @@ class ModelClient:
             return None, None
         usage = response.usage
         try:
-            quote = self.session.price_book.quote(
+            quote = self.session.price_book.cost(
                 self.config.priced_as,
                 day,
                 usage.input_tokens,
@@ -449,6 +468,7 @@ class ModelClient:
     async def _attempt(
         self,
         request: ModelRequest,
+        wire: WireRequest,
         build: _Envelopes,
         attempt: int,
         cache_status: CacheStatus,
@@ -461,10 +481,20 @@ class ModelClient:
         async with session.slot(config):
             day = session.clock()
             started_at = datetime.now(UTC).replace(tzinfo=None)
-            wire = self.transport.wire_body(request)
-            bound = worst_case_input_tokens(wire, config.input_token_overhead)
-            worst = session.price_book.worst_case(
-                config.priced_as, day, bound, wire_output_limit(wire)
+            worst = session.price_book.worst_case_cost(
+                config.priced_as,
+                day,
+                input_token_bound(wire.data, config.input_token_overhead),
+                wire_output_limit(wire.body),
+            )
+            unsent = functools.partial(
+                build.build,
+                attempt,
+                started_at=started_at,
+                day=day,
+                cache_status=cache_status,
+                reserved_usd=worst.cost_usd,
+                price_tier=worst.tier_id,
             )
             where = f"{build.tag.lane}/{build.tag.case_id}/turn {build.tag.turn}"
             reservation = None
@@ -472,10 +502,16 @@ class ModelClient:
                 try:
                     reservation = await session.budget.acquire(worst.cost_usd, where)
                 except BudgetStoppedError as stop:
+                    label = label_of("budget_stopped", None, request.tools)
+                    refused = unsent(
+                        status="budget_stopped",
+                        label=label,
+                        failure_cause="budget",
+                        failure_detail=str(stop),
+                    )
                     return _AttemptDone(
-                        envelope=build.unsent(
-                            attempt, started_at, day, worst, cache_status, str(stop)
-                        ),
+                        envelope=refused,
+                        label=label,
                         outcome=None,
                         response=None,
                         sent_at=None,
@@ -484,7 +520,17 @@ class ModelClient:
             # Until the outcome says otherwise, the attempt may have cost its worst case.
             spent_usd = worst.cost_usd
             try:
-                session.record_pending(build.pending(attempt, started_at, day, worst, cache_status))
+                # What the journal keeps if the process dies before the attempt lands: an
+                # interrupted attempt (‡), which the provider may have billed. The
+                # attempt's own envelope supersedes it.
+                session.record_pending(
+                    unsent(
+                        status="infra_error",
+                        label=INTERRUPTED_LABEL,
+                        failure_cause="interrupted",
+                        failure_detail=INTERRUPTED_DETAIL,
+                    )
+                )
                 crash_point("harness.sending")
                 sent_at = time.monotonic()
                 clock_start = time.perf_counter()
@@ -519,33 +565,24 @@ class ModelClient:
             detail = f"landed but unpriced (worst case kept as spent): {price_error}"
         envelope = build.build(
             attempt,
-            final=status != "retried",
-            started_at=started_at,
-            call_day=day,
-            elapsed_ms=elapsed_ms,
             status=status,
-            http_status=outcome.http_status,
-            failure_cause=outcome.cause,
-            failure_detail=detail,
-            retry_after_ms=outcome.retry_after_ms,
-            backoff_ms=backoff_ms,
-            finish_reason=response.finish_reason if response else None,
-            stop_kind=response.stop_kind if response else None,
-            input_tokens=response.usage.input_tokens if response and response.usage else None,
-            output_tokens=response.usage.output_tokens if response and response.usage else None,
+            label=label,
+            started_at=started_at,
+            day=day,
+            cache_status=cache_status,
+            reserved_usd=worst.cost_usd,
             price_tier=actual.tier_id if actual else None,
             cost_usd=actual.cost_usd if actual else None,
-            reserved_usd=worst.cost_usd,
-            label=label.label,
-            label_reason=label.reason,
-            drop_cause=label.drop_cause,
-            answer=label.answer,
-            cache_status=cache_status,
-            response_body=outcome.body,
-            response_json=response.model_dump_json() if response else None,
+            failure_cause=outcome.cause,
+            failure_detail=detail,
+            reply=_Reply.of(outcome),
+            elapsed_ms=elapsed_ms,
+            retry_after_ms=outcome.retry_after_ms,
+            backoff_ms=backoff_ms,
         )
         return _AttemptDone(
             envelope=envelope,
+            label=label,
             outcome=outcome,
             response=response,
             sent_at=sent_at,
@@ -563,30 +600,15 @@ class ModelClient:
         label = label_of("ok", response, request.tools)
         envelope = build.build(
             entry.attempt,
-            final=True,
-            started_at=datetime.now(UTC).replace(tzinfo=None),
-            call_day=entry.call_day,
-            elapsed_ms=0.0,
             status="ok",
-            http_status=entry.http_status,
-            failure_cause=None,
-            failure_detail=None,
-            retry_after_ms=None,
-            backoff_ms=None,
-            finish_reason=entry.finish_reason,
-            stop_kind=entry.stop_kind,
-            input_tokens=entry.input_tokens,
-            output_tokens=entry.output_tokens,
+            label=label,
+            started_at=datetime.now(UTC).replace(tzinfo=None),
+            day=entry.call_day,
+            cache_status="hit",
+            reserved_usd=entry.reserved_usd,
             price_tier=entry.price_tier,
             cost_usd=entry.cost_usd,
-            reserved_usd=entry.reserved_usd,
-            label=label.label,
-            label_reason=label.reason,
-            drop_cause=None,
-            answer=label.answer,
-            cache_status="hit",
-            response_body=entry.response_body,
-            response_json=entry.response_json,
+            reply=_Reply.cached(entry),
         )
         return CallResult(
             call_id=build.call_id,
@@ -709,18 +731,31 @@ class CallSession:
                     changed[name] = clean
         return envelope.model_copy(update=changed) if changed else envelope
 
+    def _journal(self, envelope: CallEnvelope) -> CallEnvelope:
+        """Write the envelope's line, redacted; returns the envelope as written.
+
+        Its text fields are searched for every secret (raw or in any JSON spelling) in one
+        pass over them joined by NUL, which no key holds (an environment variable cannot),
+        so no match spans two fields; only an envelope that holds a key is copied with its
+        fields redacted.
+        """
+        if self.redact.finds("\0".join(filter(None, envelope_texts(envelope)))):
+            envelope = self.redact_envelope(envelope)
+        self.journal.append_line(envelope.model_dump_json())
+        return envelope
+
     def record(self, envelope: CallEnvelope) -> CallEnvelope:
         """Append an envelope (redacted) to the journal, flushed as soon as its attempt
         lands; returns the envelope as recorded."""
-        envelope = self.redact_envelope(envelope)
-        self.journal.append(envelope)
+        envelope = self._journal(envelope)
         self.envelopes.append(envelope)
         crash_point("harness.landed")
         return envelope
 
     def record_pending(self, envelope: CallEnvelope) -> None:
-        """Journal an attempt about to be sent (see `_Envelopes.pending`)."""
-        self.journal.append(self.redact_envelope(envelope))
+        """Journal an attempt about to be sent (an interrupted attempt until its own
+        envelope supersedes it; see `ModelClient._attempt`)."""
+        self._journal(envelope)
 
     def finish(self, result: CallResult) -> CallResult:
         if self._progress is not None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -135,8 +135,20 @@ class PriceQuote(FrozenRecord):
     cost_usd: Decimal
 
 
+class TierCost(NamedTuple):
+    """What a call costs (exact USD) and the id of the tier that priced it."""
+
+    tier_id: str
+    cost_usd: Decimal
+
+
 class PriceBook(FrozenRecord):
-    """Every priced model. Built from `configs/prices.yaml` by :func:`load_price_book`."""
+    """Every priced model. Built from `configs/prices.yaml` by :func:`load_price_book`.
+
+    `cost` and `worst_case_cost` give a call's amount and tier as a :class:`TierCost`
+    (what the harness needs twice per call); `quote` and `worst_case` give the same as a
+    :class:`PriceQuote` record, with the counts and rates.
+    """
 
     currency: Literal["USD"] = "USD"
     models: Mapping[str, ModelPrices]
@@ -164,7 +176,7 @@ class PriceBook(FrozenRecord):
             model, day, [tier.describe() for tier in prices.tiers], self.source
         )
 
-    def quote(
+    def cost(
         self,
         model: str,
         day: date,
@@ -173,8 +185,9 @@ class PriceBook(FrozenRecord):
         *,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
-    ) -> PriceQuote:
-        """Exact cost of the tokens of `model` on `day`, with the tier that priced them.
+    ) -> TierCost:
+        """Exact cost of the tokens of `model` on `day`, with the id of the tier that priced
+        them (what `quote` records, without building the record).
 
         `input_tokens` are plain (uncached) input tokens; cache reads and writes are
         counted apart (Anthropic's usage convention; OpenAI's `prompt_tokens` include the
@@ -199,22 +212,44 @@ class PriceBook(FrozenRecord):
                         f"({tokens} {kind} tokens on {day.isoformat()}) in {self.source}"
                     )
                 total += tokens * rate
+        return TierCost(tier.id, total / TOKENS_PER_PRICE_UNIT)
+
+    def quote(
+        self,
+        model: str,
+        day: date,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> PriceQuote:
+        """`cost` as a record: the counts, the tier's rates and the exact cost."""
+        priced = self.cost(
+            model,
+            day,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+        )
+        rates = self.tier(model, day).usd_per_mtok
         return PriceQuote(
             model=model,
             day=day,
-            tier_id=tier.id,
+            tier_id=priced.tier_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cache_read_tokens=cache_read_tokens,
             cache_write_tokens=cache_write_tokens,
             input_usd_per_mtok=rates.input,
             output_usd_per_mtok=rates.output,
-            cost_usd=total / TOKENS_PER_PRICE_UNIT,
+            cost_usd=priced.cost_usd,
         )
 
-    def worst_case(
+    def worst_case_cost(
         self, model: str, day: date, input_tokens: int, output_tokens: int
-    ) -> PriceQuote:
+    ) -> TierCost:
         """An upper bound on a call's cost: every input token at the tier's dearest input
         kind (cache write, cache read or plain input), every output token at its price.
 
@@ -225,17 +260,24 @@ class PriceBook(FrozenRecord):
             raise ValueError("token counts cannot be negative")
         tier = self.tier(model, day)
         rates = tier.usd_per_mtok
-        input_rate = rates.highest_input_rate
-        total = input_tokens * input_rate + output_tokens * rates.output
+        total = input_tokens * rates.highest_input_rate + output_tokens * rates.output
+        return TierCost(tier.id, total / TOKENS_PER_PRICE_UNIT)
+
+    def worst_case(
+        self, model: str, day: date, input_tokens: int, output_tokens: int
+    ) -> PriceQuote:
+        """`worst_case_cost` as a record."""
+        priced = self.worst_case_cost(model, day, input_tokens, output_tokens)
+        rates = self.tier(model, day).usd_per_mtok
         return PriceQuote(
             model=model,
             day=day,
-            tier_id=tier.id,
+            tier_id=priced.tier_id,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            input_usd_per_mtok=input_rate,
+            input_usd_per_mtok=rates.highest_input_rate,
             output_usd_per_mtok=rates.output,
-            cost_usd=total / TOKENS_PER_PRICE_UNIT,
+            cost_usd=priced.cost_usd,
         )
 
 

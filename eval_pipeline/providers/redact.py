@@ -18,7 +18,18 @@ from collections.abc import Iterable
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
-_SHORT_ESCAPES = {"/": r"\/", '"': r"\"", "\\": r"\\", "\b": r"\b", "\f": r"\f", "\n": r"\n"}
+_SHORT_ESCAPES = {
+    "/": r"\/",
+    '"': r"\"",
+    "\\": r"\\",
+    "\b": r"\b",
+    "\f": r"\f",
+    "\n": r"\n",
+    "\r": r"\r",
+    "\t": r"\t",
+}
+"""JSON's two-character escapes (RFC 8259, section 7): with `\\uXXXX` every way JSON can
+write a character other than itself."""
 
 
 def _json_escape_forms(char: str) -> list[str]:
@@ -41,25 +52,39 @@ def secret_pattern(secret: str) -> re.Pattern[str]:
     return re.compile("".join(f"(?:{'|'.join(_json_escape_forms(c))})" for c in secret))
 
 
+def escape_markers(secret: str) -> tuple[str, ...]:
+    """Text one of which any escaped spelling of `secret` contains: `\\u`, or the short
+    escape of one of its characters. Text with none of them can only hold it raw."""
+    return ("\\u", *sorted({_SHORT_ESCAPES[c] for c in secret if c in _SHORT_ESCAPES}))
+
+
 class Redactor:
     """Replaces every known secret value (raw or JSON-escaped) with a marker."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets: dict[str, re.Pattern[str]] = {}
+        self._secrets: dict[str, tuple[re.Pattern[str], tuple[str, ...]]] = {}
         for secret in secrets:
             self.add(secret)
 
     def add(self, secret: str) -> None:
         """Remember a secret; short values (placeholders) are refused as too ambiguous."""
         if len(secret) >= MIN_SECRET_LENGTH and secret not in self._secrets:
-            self._secrets[secret] = secret_pattern(secret)
+            self._secrets[secret] = (secret_pattern(secret), escape_markers(secret))
+
+    def finds(self, text: str) -> bool:
+        """Whether `text` holds a known secret, raw or in any JSON spelling."""
+        for secret, (pattern, markers) in self._secrets.items():
+            if secret in text:
+                return True
+            if any(marker in text for marker in markers) and pattern.search(text):
+                return True
+        return False
 
     def __call__(self, text: str) -> str:
-        escaped = "\\" in text
-        for secret, pattern in self._secrets.items():
+        for secret, (pattern, markers) in self._secrets.items():
             if secret in text:
                 text = text.replace(secret, REDACTED)
-            if escaped:
+            if any(marker in text for marker in markers):
                 text = pattern.sub(REDACTED, text)
         return text
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
 from eval_pipeline.sim.process import SimHandle, running_sim
 
 SIMULATED = "simulated"
-SIM_API_KEY = "simulated-provider-accepts-any-key"
 """A placeholder, not a secret: the simulated provider ignores keys."""
 
 StartSim = Callable[[], AbstractContextManager[SimHandle]]

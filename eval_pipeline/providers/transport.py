@@ -1,24 +1,49 @@
-"""Sending one attempt through an official SDK and reading what came back, raw.
+"""Sending one attempt and reading what came back, raw: the transports' common contract.
 
-The SDK clients are built with `max_retries=0`: the harness retries, so that every attempt
-is recorded. The raw response is read and parsed by
-:mod:`eval_pipeline.providers.wire`, so an empty or malformed 200 body becomes a labelled
-reply rather than an exception. Failures are sorted into causes: connect, timeout, 429,
-5xx (retryable, the path's fault) and harness_4xx (our own request refused: not retried,
-not a path drop).
+A call's wire body is built and serialized once (:class:`WireRequest`); every attempt
+sends those bytes, and their length is what the budget bounded. Two transports send them:
+
+- `openai_compatible` configs (vLLM, Ollama, llama.cpp, the simulated provider's OpenAI
+  wire) go through :mod:`~eval_pipeline.providers.aiohttp_transport`, plain aiohttp;
+- `openai_chat` (OpenAI) and `anthropic_messages` (Anthropic) go through the official SDKs
+  (:mod:`~eval_pipeline.providers.sdk_transport`), with `max_retries=0`.
+
+Neither retries: the harness does, so that every attempt is recorded. The raw response is
+read and parsed by :mod:`eval_pipeline.providers.wire`, so an empty or malformed 200 body
+becomes a labelled reply rather than an exception. Failures are sorted into causes:
+connect, timeout, 429, 5xx (retryable, the path's fault) and harness_4xx (our own request
+refused: not retried, not a path drop).
 """
 
 from __future__ import annotations
 
 import email.utils
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from eval_pipeline.errors import ConfigError
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.labels import FailureCause
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
+from eval_pipeline.providers.wire import encode_wire_body
 from eval_pipeline.records import FrozenRecord
+
+TransportKind = Literal["aiohttp", "sdk"]
+
+
+@dataclass(frozen=True)
+class WireRequest:
+    """One call's wire body, built and serialized once: every attempt sends `data`, and
+    `len(data)` bounds the call's input tokens."""
+
+    body: Mapping[str, Any]
+    data: bytes
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> WireRequest:
+        return cls(body=body, data=encode_wire_body(body))
 
 
 class AttemptOutcome(FrozenRecord):
@@ -30,6 +55,37 @@ class AttemptOutcome(FrozenRecord):
     detail: str | None
     retry_after_ms: int | None
     response: ModelResponse | None
+
+
+def landed(status: int, body: str, response: ModelResponse) -> AttemptOutcome:
+    """An attempt that got a 2xx reply (read into `response`, which may be unusable)."""
+    return AttemptOutcome(
+        http_status=status,
+        body=body,
+        cause=None,
+        detail=None,
+        retry_after_ms=None,
+        response=response,
+    )
+
+
+def unanswered(cause: FailureCause, detail: str) -> AttemptOutcome:
+    """An attempt with no HTTP answer (timeout, connection failure)."""
+    return AttemptOutcome(
+        http_status=None, body=None, cause=cause, detail=detail, retry_after_ms=None, response=None
+    )
+
+
+def refused(status: int, body: str, headers: Mapping[str, str]) -> AttemptOutcome:
+    """An attempt the provider answered with an HTTP error status."""
+    return AttemptOutcome(
+        http_status=status,
+        body=body,
+        cause=cause_of_status(status),
+        detail=f"HTTP {status}",
+        retry_after_ms=parse_retry_after_ms(headers),
+        response=None,
+    )
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], now: datetime | None = None) -> int | None:
@@ -73,13 +129,34 @@ class Transport(Protocol):
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]: ...
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome: ...
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome: ...
 
     async def close(self) -> None: ...
 
 
-def make_transport(config: ModelConfig, api_key: str, base_url: str | None) -> Transport:
-    """The SDK transport for the config's wire API (the SDKs are imported only here)."""
+def transport_kind(config: ModelConfig) -> TransportKind:
+    """Which transport sends the config's calls: plain aiohttp for OpenAI-compatible
+    servers (the SDK more than doubles a call's CPU and adds nothing such a server
+    needs), the official SDK for OpenAI and Anthropic themselves (their auth, versioning
+    headers and error mapping are the SDKs' to keep right)."""
+    return "aiohttp" if config.api == "openai_compatible" else "sdk"
+
+
+def make_transport(
+    config: ModelConfig, api_key: str, base_url: str | None, kind: TransportKind | None = None
+) -> Transport:
+    """The transport for the config (`kind` overrides `transport_kind`, for comparisons).
+
+    The SDKs and aiohttp are imported only here, so that importing the package does not
+    pay for them.
+    """
+    kind = kind or transport_kind(config)
+    if kind == "aiohttp":
+        if config.api == "anthropic_messages":
+            raise ConfigError(f"model {config.name}: the aiohttp transport speaks OpenAI only")
+        from eval_pipeline.providers import aiohttp_transport
+
+        return aiohttp_transport.OpenAICompatibleTransport(config, api_key, base_url)
     from eval_pipeline.providers import sdk_transport
 
     if config.api == "anthropic_messages":

@@ -309,6 +309,15 @@ def _anthropic_usage(raw: object) -> Usage | None:
     )
 
 
+_WIRE_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode_wire_body(body: Mapping[str, Any]) -> bytes:
+    """The wire body as sent: compact JSON in UTF-8, non-ASCII kept as is. Serialized once
+    per call; its length bounds the call's input tokens (see `budget.input_token_bound`)."""
+    return _WIRE_JSON.encode(body).encode()
+
+
 def wire_body(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
     """The body sent for `request` under `config`'s wire format: what the transports send
     and what the budget and the dry run bound."""

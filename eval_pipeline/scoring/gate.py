@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from pydantic import Field
@@ -25,9 +26,11 @@ from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.aggregate import ALL, LaneSummary, summarize_lane
-from eval_pipeline.scoring.store import read_scores
-from eval_pipeline.warehouse import connect
+
+if TYPE_CHECKING:
+    from eval_pipeline.scoring.aggregate import LaneSummary
+# numpy (aggregate) and DuckDB are imported by the functions that use them: the Dagster
+# definitions import this module for its rule names.
 
 GATE_LANE = "product"
 
@@ -93,6 +96,10 @@ def accept_stored_baseline(
     """`evalp baseline accept`: the model's stored product-lane scores become its baseline.
     Refused when it has none, or cases never heard (‡, †): a baseline with holes would let
     a later drop in exactly those cases pass unseen."""
+    from eval_pipeline.scoring.aggregate import ALL, summarize_lane
+    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.warehouse import connect
+
     con = connect(warehouse, read_only=True)
     try:
         rows = [s for s in read_scores(con, lane=GATE_LANE) if s.model == model]
@@ -141,6 +148,8 @@ def evaluate_gate(
     summary: LaneSummary, baseline: Baseline | None, config: GateConfig
 ) -> GateResult:
     """The gate's rules for one candidate's product-lane summary."""
+    from eval_pipeline.scoring.aggregate import ALL
+
     if summary.lane != GATE_LANE:
         raise ConfigError(f"the ship gate reads the product lane only, got the {summary.lane} lane")
     notices: list[str] = []

@@ -114,11 +114,9 @@ def _final(text: str | None) -> tuple[Placement, str | None]:
             return "abstain", value
         if last_abstain is None:
             return "answer", value
-        placeholder = _is_placeholder(value)  # only beside an abstention does it matter
-        if last_answer > last_abstain and not placeholder:
+        # beside an abstention, an answer counts only after it and only if it is no placeholder
+        if last_answer > last_abstain and not _is_placeholder(value):
             return "answer", value
-        if last_abstain > last_answer or placeholder:
-            return "abstain", lines[last_abstain][1]
     assert last_abstain is not None
     return "abstain", lines[last_abstain][1]
 
@@ -145,7 +143,7 @@ def answer_text(text: str | None) -> str | None:
     value, ``ABSTAIN: <reason>`` for an abstention, None when the reply gives neither."""
     placement, raw = _final(text)
     if placement == "abstain":
-        return f"ABSTAIN: {raw or ''}".rstrip(": ").rstrip() if raw else "ABSTAIN"
+        return f"ABSTAIN: {raw or ''}".rstrip(": ").rstrip()  # "ABSTAIN" with no reason
     if placement == "answer":
         return raw or None
     return None
@@ -191,7 +189,7 @@ def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValu
     if kind == "money":
         return read_money(text, currency)
     if kind in ("percent", "integer"):
-        number = _decimal(text.rstrip(".").removesuffix("%").strip().rstrip("%"))
+        number = _decimal(text.rstrip(".").strip().rstrip("%"))
         if number is None:
             return ReadValue(value=None, problem=f"not a number: {raw!r}")
         if kind == "integer" and number != number.to_integral_value():
@@ -205,7 +203,7 @@ def read_value(kind: AnswerKind, raw: str, *, currency: str = "USD") -> ReadValu
             else ReadValue(value=None, problem=f"not a date: {raw!r}")
         )
     if kind == "id_list":
-        if text.strip(".").upper() in ("NONE", "[]", ""):
+        if text.strip(".").upper() == "NONE":  # an empty text, [] or () splits into no ids
             return ReadValue(value="")
         ids = re.split(r"[\s,;]+", text.strip("[]().").strip())
         if not all(re.fullmatch(r"\d+", i) for i in ids if i):
@@ -277,7 +275,7 @@ def _checked_json(candidate: str, schema: Mapping[str, Any]) -> tuple[str | None
 def reads_json(case: Case) -> bool:
     """Whether the case's answer is read as JSON against its schema (wherever the reply
     put it), not from the final ANSWER/ABSTAIN line."""
-    return case.answer_kind == "json" and case.answer_schema is not None
+    return case.answer_schema is not None  # a Case has a schema exactly when its kind is json
 
 
 def reader_for(case: Case) -> AnswerTextReader:
@@ -287,7 +285,7 @@ def reader_for(case: Case) -> AnswerTextReader:
     function, kept for the reader's life): replies repeat their JSON answers, and a bulk
     re-label reads many replies with one reader."""
     schema = case.answer_schema
-    if reads_json(case) and schema is not None:
+    if schema is not None:  # reads_json(case)
         check: JsonCheck = functools.cache(lambda candidate: _checked_json(candidate, schema))
         return lambda text: _read_json(text, check)
     return read_answer_line
@@ -325,7 +323,7 @@ class Grade(FrozenRecord):
 
 def grade_answer(case: Case, text: str | None) -> Grade:
     """Read the reply's final answer for the case's kind and compare it with `expected`."""
-    if reads_json(case) and case.answer_schema is not None:
+    if case.answer_schema is not None:  # reads_json(case)
         structured = read_json_answer(text, case.answer_schema)
         structure = canonical_json(json.loads(case.expected))
         return Grade(
@@ -364,7 +362,7 @@ def grade_answer(case: Case, text: str | None) -> Grade:
             reason="answered an unanswerable case",
         )
     assert final.raw is not None
-    currency = case_currency(case) if case.answer_kind == "money" else "USD"
+    currency = case_currency(case)  # read only for money
     read = read_value(case.answer_kind, final.raw, currency=currency)
     if read.value is None:
         return Grade(

@@ -16,7 +16,6 @@ from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
-from eval_pipeline.world.fingerprint import fingerprint_tables
 
 
 @dataclass(frozen=True)
@@ -114,3 +113,13 @@ __all__ = [
     "parse_world_config",
     "plugin_for_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # polars comes with the fingerprint: imported when first used, so that naming a world
+    # module (the Dagster definitions read the versions) does not load it.
+    if name == "fingerprint_tables":
+        from eval_pipeline.world.fingerprint import fingerprint_tables
+
+        return fingerprint_tables
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
+
 
 if TYPE_CHECKING:
     from eval_pipeline.fixtures.case import Case

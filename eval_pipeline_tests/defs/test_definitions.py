@@ -195,3 +195,22 @@ def test_check_fails_when_the_answer_key_changed_behind_the_fixtures(
             check.metadata["fixture_world_fingerprint"]
             == check.metadata["warehouse_world_fingerprint"]
         )
+
+
+HEAVY_AT_IMPORT = ("polars", "numpy", "duckdb", "openai", "anthropic", "mlflow", "matplotlib")
+"""What the assets import when they run, not when the definitions load (every Dagster
+process, the webserver's code location and each `evalp` command load them)."""
+
+
+def test_loading_the_definitions_imports_no_data_or_sdk_library() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, eval_pipeline.definitions as d; d.defs.resolve_asset_graph(); "
+        f"print(sorted(m for m in {HEAVY_AT_IMPORT!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.providers.budget import BudgetGate, worst_case_input_tokens
+from eval_pipeline.providers.budget import BudgetGate, input_token_bound, worst_case_input_tokens
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.errors import BudgetStoppedError, PriceError
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.prices import load_price_book
-from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import (
     anthropic_body,
@@ -152,7 +152,7 @@ class CachedUsageReply:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         body = json.dumps(
             {
                 "id": "chatcmpl-cached",
@@ -258,7 +258,7 @@ class EveryByteACacheWrite:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return {"model": "claude-sonnet-4-5", **anthropic_body(request)}
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         body = json.dumps(
             {
                 "id": "msg_worst",
@@ -266,9 +266,9 @@ class EveryByteACacheWrite:
                 "stop_reason": "max_tokens",
                 "usage": {
                     "input_tokens": 0,
-                    "cache_creation_input_tokens": worst_case_input_tokens(wire),
+                    "cache_creation_input_tokens": input_token_bound(wire.data),
                     "cache_read_input_tokens": 0,
-                    "output_tokens": wire["max_tokens"],
+                    "output_tokens": wire.body["max_tokens"],
                 },
             }
         )

@@ -22,12 +22,12 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.envelope_store import load_journal, read_envelopes
 from eval_pipeline.providers.errors import JournalError
-from eval_pipeline.providers.harness import CallTag
-from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.harness import CallSession, CallTag
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
-from eval_pipeline_tests.providers.conftest import KEY_ENV, new_session, sim_config
+from eval_pipeline_tests.providers.conftest import FAKE_KEY, KEY_ENV, new_session, sim_config
 
 CHILD = textwrap.dedent(
     """
@@ -137,7 +137,7 @@ class SlowEcho:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         await asyncio.sleep(0.01)
@@ -190,3 +190,70 @@ def test_per_provider_limit_bounds_calls_in_flight(tmp_path: Path) -> None:
 
     asyncio.run(run())
     assert transport.peak == 5
+
+
+def test_a_key_in_any_free_text_field_is_redacted_before_the_journal(tmp_path: Path) -> None:
+    """The journal searches an envelope's text fields for keys in one pass: a key planted
+    in any field that holds free text (one at a time) never reaches the journal."""
+    from datetime import date, datetime
+    from decimal import Decimal
+
+    from eval_pipeline.providers.envelope import CallEnvelope
+
+    base = CallEnvelope(
+        envelope_id="r/c/1",
+        run_id="r",
+        call_id="c",
+        attempt=1,
+        final=True,
+        request_hash="h",
+        lane="m",
+        case_id="c",
+        turn=0,
+        seed=None,
+        replicate=0,
+        model="m",
+        provider="p",
+        api="openai_compatible",
+        wire_model="w",
+        started_at=datetime(2026, 1, 1),
+        call_day=date(2026, 1, 1),
+        elapsed_ms=1.0,
+        status="ok",
+        http_status=200,
+        failure_cause=None,
+        failure_detail="d",
+        retry_after_ms=None,
+        backoff_ms=None,
+        finish_reason="stop",
+        stop_kind="end",
+        input_tokens=1,
+        output_tokens=1,
+        price_model="m",
+        price_tier="t",
+        cost_usd=Decimal(0),
+        reserved_usd=Decimal(0),
+        label=None,
+        label_reason="r",
+        drop_cause=None,
+        answer="a",
+        cache_status="off",
+        request_json="{}",
+        response_body="{}",
+        response_json="{}",
+    )
+    free_text = [
+        name
+        for name, info in CallEnvelope.model_fields.items()
+        if info.annotation in (str, str | None)
+    ]
+    assert {"response_body", "answer", "failure_detail", "request_json"} <= set(free_text)
+    session = CallSession(run_id="r", journal_path=tmp_path / "journal.jsonl")
+    session.redact.add(FAKE_KEY)
+    for name in free_text:
+        recorded = session.record(base.model_copy(update={name: f"x {FAKE_KEY} y"}))
+        assert getattr(recorded, name) == "x [REDACTED] y", name
+    session.journal.close()
+    text = (tmp_path / "journal.jsonl").read_text(encoding="utf-8")
+    assert text.count("[REDACTED]") == len(free_text)
+    assert FAKE_KEY not in text

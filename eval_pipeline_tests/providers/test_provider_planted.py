@@ -43,7 +43,7 @@ async def run_planted(sim: SimHandle, tmp_path: Path, api: str) -> list[CallResu
         )
 
 
-@pytest.mark.parametrize("api", ["openai_compatible", "anthropic_messages"])
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat", "anthropic_messages"])
 def test_planted_labels_are_recovered_exactly(sim: SimHandle, tmp_path: Path, api: str) -> None:
     results = asyncio.run(run_planted(sim, tmp_path, api))
     assert [r.label.label for r in results] == [LABELS[n // 4] for n in range(24)]
@@ -54,7 +54,7 @@ def test_planted_labels_are_recovered_exactly(sim: SimHandle, tmp_path: Path, ap
     assert all(r.status == "ok" for r in results[4:])
 
 
-@pytest.mark.parametrize("api", ["openai_compatible", "anthropic_messages"])
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat", "anthropic_messages"])
 def test_naive_rate_is_4_of_24_and_accuracy_on_yield_is_half(
     sim: SimHandle, tmp_path: Path, api: str
 ) -> None:
@@ -75,7 +75,7 @@ def test_naive_rate_is_4_of_24_and_accuracy_on_yield_is_half(
     assert summary.drop_causes == {"5xx": 2, "429": 1, "connect": 1}
 
 
-@pytest.mark.parametrize("api", ["openai_compatible", "anthropic_messages"])
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat", "anthropic_messages"])
 def test_calibration_report_states_recovery_and_rates(
     sim: SimHandle, tmp_path: Path, api: str
 ) -> None:

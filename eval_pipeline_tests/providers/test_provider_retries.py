@@ -20,7 +20,7 @@ from eval_pipeline.providers.config import RetryPolicy
 from eval_pipeline.providers.envelope_store import OUTCOMES_VIEW, infra_error_calls, load_journal
 from eval_pipeline.providers.harness import CallTag, backoff_delay_s
 from eval_pipeline.providers.labels import summarize
-from eval_pipeline.providers.transport import AttemptOutcome, parse_retry_after_ms
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest, parse_retry_after_ms
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body
 from eval_pipeline.sim.process import SimHandle
@@ -101,7 +101,7 @@ def test_retries_are_bounded_in_total_time(tmp_path: Path) -> None:
         def wire_body(self, request: ModelRequest) -> dict[str, Any]:
             return openai_body(request)
 
-        async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+        async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
             self.sent += 1
             return AttemptOutcome(
                 http_status=429,

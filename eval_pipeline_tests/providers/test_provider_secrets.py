@@ -22,7 +22,7 @@ from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
-from eval_pipeline.providers.transport import AttemptOutcome
+from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
@@ -42,7 +42,7 @@ class EchoingAuthFailure:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         return AttemptOutcome(
             http_status=401,
             body=f'{{"error": "Incorrect API key provided: {FAKE_KEY}"}}',
@@ -169,7 +169,7 @@ class EchoesTheKeyEscaped:
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return openai_body(request)
 
-    async def send(self, wire: dict[str, Any], request: ModelRequest) -> AttemptOutcome:
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         self.calls += 1
         if self.calls == 1:
             body = (
@@ -265,3 +265,14 @@ def test_the_redactor_catches_every_json_spelling_of_a_key() -> None:
         assert clean == '{"error": "bad key [REDACTED]"}', spelling
         assert key not in json.loads(clean)["error"]
     assert redact("sk-ant-other") == "sk-ant-other"
+
+
+def test_the_redactor_reads_every_two_character_json_escape() -> None:
+    """JSON writes a tab as `\\t` and a carriage return as `\\r`: a key holding one, echoed
+    in a body, is still found and redacted."""
+    key = "sk-tab\there\rand-more"
+    redact = Redactor([key])
+    body = '{"error": "bad key ' + json.dumps(key)[1:-1] + '"}'
+    assert "\\t" in body and "\\r" in body
+    assert redact.finds(body)
+    assert redact(body) == '{"error": "bad key [REDACTED]"}'

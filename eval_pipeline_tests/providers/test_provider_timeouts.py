@@ -2,7 +2,8 @@
 
 Both SDKs' aiohttp transport reports a connection the server closed as a timeout; the
 harness must still tell the two causes apart (the planted profile covers the closed
-connection, this covers the slow reply).
+connection, this covers the slow reply), through the SDKs (`openai_chat`,
+`anthropic_messages`) and the lean aiohttp transport (`openai_compatible`) alike.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def slow_sim() -> Iterator[SimHandle]:
         yield handle
 
 
-@pytest.mark.parametrize("api", ["openai_compatible", "anthropic_messages"])
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat", "anthropic_messages"])
 def test_slow_reply_is_a_timeout_drop(slow_sim: SimHandle, tmp_path: Path, api: str) -> None:
     config = sim_config(slow_sim, "tool-responder", api=api, timeout_s=0.3)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import string
 from datetime import date
 
 import pytest
 
 from eval_pipeline.fixtures.case import AnswerKind, Case
 from eval_pipeline.scoring.readers import (
+    ReadValue,
     answer_text,
     case_currency,
     final_answer,
@@ -206,3 +208,226 @@ def test_money_problems_say_what_is_wrong() -> None:
 )
 def test_every_date_spelling_is_read(spelling: str) -> None:
     assert read_value("date", spelling).value == date(2025, 3, 5).isoformat()
+
+
+# -- read_value by kind, from the readers run's survivors (issue 13): every spelling of
+# yes and no, the refusals and their wording, zero and negative zero, final periods,
+# backticks and brackets, and no stray letter ever read away.
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("yes", "YES"),
+        ("Y", "YES"),
+        ("y.", "YES"),
+        ("True", "YES"),
+        ("YES!", "YES"),
+        ("no", "NO"),
+        ("N", "NO"),
+        ("n", "NO"),
+        ("false", "NO"),
+        ("FALSE.", "NO"),
+        ("`No`", "NO"),
+    ],
+)
+def test_every_spelling_of_yes_and_no_reads_as_yes_or_no(raw: str, value: str) -> None:
+    assert read_value("yes_no", raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "problem"),
+    [
+        ("yes_no", "maybe", "not YES or NO: 'maybe'"),
+        ("percent", "about half", "not a number: 'about half'"),
+        ("integer", "twelve", "not a number: 'twelve'"),
+        ("integer", "12.5", "not a whole number: '12.5'"),
+        ("integer", "-3.01", "not a whole number: '-3.01'"),
+        ("date", "next Tuesday", "not a date: 'next Tuesday'"),
+        ("date", "2025-02-30", "not a date: '2025-02-30'"),
+        ("id_list", "lines 3 and 4", "not a list of line ids: 'lines 3 and 4'"),
+    ],
+)
+def test_an_answer_that_is_not_of_its_kind_is_refused_saying_why(
+    kind: AnswerKind, raw: str, problem: str
+) -> None:
+    assert read_value(kind, raw) == ReadValue(value=None, problem=problem)
+
+
+def test_a_whole_number_written_with_decimals_is_an_integer() -> None:
+    assert read_value("integer", "12.000") == ReadValue(value="12")
+    assert read_value("percent", "12.5") == ReadValue(value="12.5")  # only integers refuse
+
+
+@pytest.mark.parametrize("kind", ["money", "percent", "integer"])
+@pytest.mark.parametrize("zero", ["0", "0.00", "-0", "-0.00", "(0.00)", "\u22120"])
+def test_zero_reads_as_0_whatever_its_sign_or_decimals(kind: AnswerKind, zero: str) -> None:
+    assert read_value(kind, zero) == ReadValue(value="0")
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "value"),
+    [
+        ("money", "$1,000,000.00", "1000000"),  # never 1E+6
+        ("money", "2500", "2500"),
+        ("percent", "100%", "100"),
+        ("integer", "15,000", "15000"),
+    ],
+)
+def test_round_numbers_read_in_plain_digits(kind: AnswerKind, raw: str, value: str) -> None:
+    assert read_value(kind, raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("2 480.10", "2480.1"),  # a space between thousands
+        ("2\u202f480.10", "2480.1"),  # a narrow no-break space
+        ("2\u00a0480.10", "2480.1"),  # a no-break space
+        ("$ 2\u00a0480.10", "2480.1"),
+    ],
+)
+def test_money_with_spaces_between_the_thousands(raw: str, value: str) -> None:
+    assert read_value("money", raw) == ReadValue(value=value)
+
+
+def test_money_is_in_usd_unless_another_currency_is_asked_for() -> None:
+    assert read_value("money", "$12.50") == ReadValue(value="12.5")
+    assert read_value("money", "USD 12.50") == ReadValue(value="12.5")
+    assert read_value("money", "€12.50").value is None
+    assert read_value("money", "€12.50", currency="EUR") == ReadValue(value="12.5")
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("16.25%", "16.25"),
+        ("16.25 %", "16.25"),
+        ("16.25%.", "16.25"),
+        ("16.25 % .", "16.25"),
+        ("16.25", "16.25"),
+        ("16.25.", "16.25"),
+    ],
+)
+def test_a_percentage_with_or_without_its_sign_and_final_period(raw: str, value: str) -> None:
+    assert read_value("percent", raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "value"),
+    [
+        ("money", "`$12.50`", "12.5"),
+        ("percent", "`16.25%`", "16.25"),
+        ("date", "`2025-03-05`", "2025-03-05"),
+        ("id_list", "`12, 13`", "12,13"),
+        ("text", "` ART-0001 `", "art-0001"),
+    ],
+)
+def test_an_answer_in_backticks_reads_as_without(kind: AnswerKind, raw: str, value: str) -> None:
+    assert read_value(kind, raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("March 5, 2025.", "2025-03-05"),
+        ("2025-03-05.", "2025-03-05"),
+        ("5 Mar 2025.", "2025-03-05"),
+    ],
+)
+def test_a_date_with_a_final_period(raw: str, value: str) -> None:
+    assert read_value("date", raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("[12, 13]", "12,13"),
+        ("(13, 12).", "12,13"),
+        ("13;12 12", "12,13"),
+        ("None.", ""),
+        ("none", ""),
+        ("[]", ""),
+        ("()", ""),
+        ("", ""),
+    ],
+)
+def test_line_ids_in_brackets_or_none_at_all(raw: str, value: str) -> None:
+    assert read_value("id_list", raw) == ReadValue(value=value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("Exhibit X", "exhibit x"),  # a final capital letter is part of the answer
+        ("'Schedule X'.", "schedule x"),
+        ("“Audit  Rights”", "audit rights"),
+    ],
+)
+def test_text_keeps_every_letter_and_drops_quotes_spacing_and_case(raw: str, value: str) -> None:
+    assert read_value("text", raw) == ReadValue(value=value)
+
+
+READABLE: list[tuple[AnswerKind, str]] = [
+    ("money", "$12.50"),
+    ("money", "12.50"),
+    ("percent", "16.25%"),
+    ("percent", "16.25"),
+    ("integer", "15000"),
+    ("date", "2025-03-05"),
+    ("date", "March 5, 2025"),
+    ("id_list", "12, 13"),
+    ("id_list", "NONE"),
+    ("yes_no", "YES"),
+    ("yes_no", "NO"),
+]
+
+
+@pytest.mark.parametrize(("kind", "raw"), READABLE)
+def test_a_stray_letter_before_or_after_an_answer_makes_it_unreadable(
+    kind: AnswerKind, raw: str
+) -> None:
+    assert read_value(kind, raw).value is not None
+    for letter in string.ascii_letters:
+        for spoiled in (raw + letter, letter + raw):
+            read = read_value(kind, spoiled)
+            assert read.value is None, f"{spoiled!r} read as {read.value!r}"
+            assert read.problem is not None and repr(spoiled) in read.problem
+
+
+@pytest.mark.parametrize(
+    ("answer", "placement"),
+    [
+        ("X", "answer"),  # a one-letter answer (Schedule X) is no placeholder
+        ("NOX", "answer"),
+        ("N/A", "abstain"),
+    ],
+)
+def test_only_a_placeholder_beside_an_abstention_is_no_answer(answer: str, placement: str) -> None:
+    assert final_answer(f"ABSTAIN: unsure\nANSWER: {answer}").placement == placement
+
+
+@pytest.mark.parametrize(
+    ("reply", "stored"),
+    [
+        ("ABSTAIN: not in Exhibit X", "ABSTAIN: not in Exhibit X"),
+        ("ABSTAIN: unclear\t :", "ABSTAIN: unclear"),
+        ("ABSTAIN: ::", "ABSTAIN"),
+    ],
+)
+def test_a_stored_abstention_keeps_its_reason_and_ends_with_no_colon_or_space(
+    reply: str, stored: str
+) -> None:
+    assert answer_text(reply) == stored
+
+
+def test_the_contract_currency_is_read_from_the_last_line_of_a_longer_prompt() -> None:
+    case = make_case("money", "1", contract="End with one line: ANSWER: <amount in EUR>")
+    longer = case.model_copy(
+        update={"prompt": "Question.\nQuote it as <amount in GBP>.\nNote.\n" + case.prompt}
+    )
+    assert case_currency(longer) == "EUR"
+    usd = case.model_copy(
+        update={"prompt": "Question.\n<amount in GBP>\nEnd with one line: ANSWER: $<amount in USD>"}
+    )
+    assert case_currency(usd) == "USD"
