@@ -75,10 +75,10 @@ def test_a_killed_freeze_leaves_nothing_after_one_restart(isolated_state: Path) 
     """The fast representative: killed between writing and renaming, then restarted."""
     env = small_world_env(isolated_state)
     root = isolated_state / "frozen"
-    assert _freeze(env, root, 11, crash_at="freeze.file_written@2") == -9
+    assert _freeze(env, root, 12, crash_at="freeze.file_written@2") == -9
     assert [p for p in root.iterdir() if p.name.startswith(STAGING_PREFIX)], "a leftover"
     assert fixture_set_dirs(root) == []
-    assert _freeze(env, root, 11) == 0
+    assert _freeze(env, root, 12) == 0
     assert len(fixture_set_dirs(root)) == 1
     _check_fixtures(env, root)
 

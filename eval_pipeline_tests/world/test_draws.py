@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from eval_pipeline.world.label import LabelWorld
-from eval_pipeline.world.label.roster import contract_dates
 from eval_pipeline.world.label.distributors import fx_frame
+from eval_pipeline.world.label.roster import contract_dates
 from eval_pipeline.world.rng import MASK64, Stream
 
 
