@@ -32,11 +32,14 @@ def validate_config(model_cls: type[ModelT], data: object, source: str) -> Model
 
 
 def read_yaml(path: Path) -> Any:
-    """The parsed YAML file; a missing or unparsable file raises ConfigError naming it."""
+    """The parsed YAML file; a missing or unparsable file raises ConfigError naming it.
+
+    libyaml's safe loader: the same documents as ``yaml.safe_load`` at a tenth of the time
+    (the definitions read every config and spec when they load)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
 
