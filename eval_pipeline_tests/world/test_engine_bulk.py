@@ -499,3 +499,29 @@ def test_an_amount_whose_conversion_leaves_int64_is_refused_before_pricing() -> 
         WorldError, match=r"^amount_minor × usd_per_unit_micro reaches about 1\.000e\+19"
     ):
         engine_bulk.price_lines(coded, deals(), terms())
+
+
+def test_a_recoupment_ledger_of_no_accounts_is_empty_but_typed() -> None:
+    accounts = pl.DataFrame(schema={"account_id": pl.String, "artist_id": pl.String})
+    charges = pl.DataFrame(
+        schema={"account_id": pl.String, "period": pl.String, "charges_micro": pl.Int64}
+    )
+    earnings = pl.DataFrame(
+        schema={"account_id": pl.String, "period": pl.String, "earnings_micro": pl.Int64}
+    )
+    ledger = engine_bulk.recoupment_ledger(accounts, charges, earnings, ["2025-01"])
+    assert ledger.height == 0
+    assert ledger.schema == pl.Schema(
+        {"account_id": pl.String, "artist_id": pl.String, "period": pl.String}
+        | {
+            name: pl.Int64
+            for name in (
+                "charges_micro",
+                "balance_before_micro",
+                "earnings_micro",
+                "recouped_micro",
+                "balance_after_micro",
+                "payable_micro",
+            )
+        }
+    )

@@ -165,20 +165,15 @@ def dense_terms(deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str]
 
 def _sample(
     coded: CodedLines,
-    counted: pl.DataFrame,
     include: pl.Series | None,
     mask: pl.Series,
     columns: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """Up to three of the counted lines ``mask`` picks, by the named source columns (found
-    by line id when the lines kept theirs, else by position)."""
-    if "line_id" in counted.columns and "line_id" in coded.lines.columns:
-        ids = counted.filter(mask).get_column("line_id").head(3)
-        source = coded.lines.filter(pl.col("line_id").is_in(ids.implode()))
-    else:
-        source = coded.lines if include is None else coded.lines.filter(include)
-        source = source.filter(mask)
-    return source.select(columns).head(3).to_dicts()
+    """Up to three of the counted lines ``mask`` picks, by the named source columns: found
+    by position (the coded frame keeps the source lines' rows in their order, and ``mask``
+    is aligned with the lines ``include`` keeps)."""
+    source = coded.lines if include is None else coded.lines.filter(include)
+    return source.filter(mask).select(columns).head(3).to_dicts()
 
 
 def price_lines(
@@ -223,7 +218,7 @@ def price_lines(
     ).to_series()
     if unknown.any():
         columns = ("isrc", "period", "channel", "currency")
-        sample = _sample(coded, counted, include, unknown, columns)
+        sample = _sample(coded, include, unknown, columns)
         raise WorldError(
             f"{unknown.sum()} clean line(s) have an unknown ISRC, period, channel or "
             f"currency, e.g. {sample}"
@@ -232,7 +227,7 @@ def price_lines(
     if missing_fx.any():
         raise WorldError(
             f"no FX rate for {missing_fx.sum()} line(s), e.g. "
-            f"{_sample(coded, counted, include, missing_fx, ('period', 'currency'))}"
+            f"{_sample(coded, include, missing_fx, ('period', 'currency'))}"
         )
     _check_int64("amount_minor × usd_per_unit_micro", counted, "amount_minor", "usd_per_unit_micro")
     if units_by_key is None:
@@ -251,7 +246,7 @@ def price_lines(
     if missing_terms.any():
         raise WorldError(
             f"no contract terms for {missing_terms.sum()} line(s), e.g. "
-            f"{_sample(coded, priced, include, missing_terms, ('isrc', 'channel', 'period'))}"
+            f"{_sample(coded, include, missing_terms, ('isrc', 'channel', 'period'))}"
         )
     priced = priced.select(
         pl.exclude("_esc_units", "_esc_rate", "_key"),
