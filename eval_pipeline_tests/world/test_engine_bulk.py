@@ -272,22 +272,35 @@ def test_the_escalator_at_exactly_its_threshold_bites_only_when_not_strict() -> 
     ]
 
 
-def test_line_royalties_is_code_lines_then_price_lines() -> None:
-    include = pl.Series([True, False, True, True])
+def test_line_royalties_is_code_lines_then_price_lines_half_even_and_strict_by_default() -> None:
+    # C2 streaming 2025-01 sells 4 + 6 = exactly its threshold of 10 units.
+    rows = [*PRICED[:2], (3, "I2", "2025-01", "streaming", "EUR", 6, 333), PRICED[3]]
+    include = pl.Series([True, True, False, True])
     for kwargs in (
         {},
         {"include": include, "count_units": pl.Series([True] * 4)},
         {"rounding": "half_up", "escalator_strict": False},
     ):
         bulk = engine_bulk.line_royalties(
-            lines(PRICED),
+            lines(rows),
             deals(),
             terms(),
             fx_rates(),
             PERIODS,
             **kwargs,
         )
-        assert bulk.equals(priced(**kwargs)), kwargs
+        coded = engine_bulk.code_lines(lines(rows), deals(), fx_rates(), PERIODS)
+        full: dict[str, Any] = {"rounding": "half_even", "escalator_strict": True, **kwargs}
+        assert bulk.equals(engine_bulk.price_lines(coded, deals(), terms(), **full)), kwargs
+        if not kwargs:
+            assert bulk.select(
+                "line_id", "units_in_period", "rate_ppm", "royalty_micro"
+            ).rows() == [
+                (1, 10, 200_000, 300_000),
+                (2, 3, 120_000, 804_000),
+                (3, 10, 200_000, 719_280),
+                (5, 5, 109_960, 1_374),
+            ]
     kept = engine_bulk.line_royalties(
         lines(PRICED).with_columns(note=pl.lit("n")),
         deals(),
@@ -354,21 +367,23 @@ def test_lines_left_out_are_not_checked_and_samples_are_found_by_position_withou
     assert priced_ok.height == 4
 
 
-def test_a_line_without_an_fx_rate_is_refused_by_name() -> None:
-    rows = [*PRICED, (21, "I0", "2025-02", "streaming", "USD", 1, 1)]
-    coded = engine_bulk.code_lines(lines(rows), deals(), fx_rates(), PERIODS)
+def test_a_line_without_an_fx_rate_is_refused_by_name_among_the_lines_counted() -> None:
+    left_out = (20, "I0", "2025-02", "streaming", "EUR", 1, 1)  # no FX rate either
+    rows = [left_out, *PRICED, (21, "I0", "2025-02", "streaming", "USD", 1, 1)]
+    coded = engine_bulk.code_lines(lines(rows), deals(), fx_rates(), PERIODS, keep=())
     with pytest.raises(WorldError) as refused:
-        engine_bulk.price_lines(coded, deals(), terms())
+        engine_bulk.price_lines(coded, deals(), terms(), pl.Series([False] + [True] * 5))
     assert str(refused.value) == (
         "no FX rate for 1 line(s), e.g. [{'period': '2025-02', 'currency': 'USD'}]"
     )
 
 
 def test_a_line_whose_contract_has_no_terms_for_its_channel_and_period_is_refused() -> None:
-    rows = [*PRICED, (31, "I0", "2025-01", "physical", "USD", 1, 1)]
-    coded = engine_bulk.code_lines(lines(rows), deals(), fx_rates(), PERIODS)
+    left_out = (30, "I1", "2025-01", "sync", "USD", 1, 1)  # no terms either
+    rows = [left_out, *PRICED, (31, "I0", "2025-01", "physical", "USD", 1, 1)]
+    coded = engine_bulk.code_lines(lines(rows), deals(), fx_rates(), PERIODS, keep=())
     with pytest.raises(WorldError) as refused:
-        engine_bulk.price_lines(coded, deals(), terms())
+        engine_bulk.price_lines(coded, deals(), terms(), pl.Series([False] + [True] * 5))
     assert str(refused.value) == (
         "no contract terms for 1 line(s), e.g. "
         "[{'isrc': 'I0', 'channel': 'physical', 'period': '2025-01'}]"
@@ -436,7 +451,7 @@ def account_ledger() -> pl.DataFrame:
             ("X", "A1", "2025-01", 20_000, 15_000, 5_000, 45_000),
             ("Z", "A2", "2025-01", 35_000, 10_000, 25_000, 0),
             ("Y", "A1", "2025-01", 5_000, 0, 5_000, 0),
-            ("X", "A1", "2024-12", 0, 0, 0, 60_000),
+            ("X", "A1", "2024-12", 5_000, 5_000, 0, 60_000),
         ],
         schema={
             "account_id": pl.String,
@@ -470,7 +485,8 @@ def test_the_artist_ledger_sums_accounts_then_rounds_once_half_even() -> None:
     ledger = engine_bulk.artist_ledger(account_ledger())
     assert ledger.columns == ARTIST_COLUMNS
     assert ledger.rows() == [
-        ("A1", "2024-12", 0, 0, 0, 0, 60_000, 0, 0, 6, 1),
+        # half a cent earned and recouped: 0 cents each
+        ("A1", "2024-12", 5_000, 5_000, 0, 0, 60_000, 0, 0, 6, 1),
         # payables 0.5 + 0.5 cents = 1 cent; gross 2.5 -> 2, recouped 1.5 -> 2, balance 4.5 -> 4
         ("A1", "2025-01", 25_000, 15_000, 10_000, 1, 45_000, 2, 2, 4, 2),
         ("A2", "2025-01", 35_000, 10_000, 25_000, 2, 0, 4, 1, 0, 1),
@@ -485,7 +501,7 @@ def test_the_artist_ledger_under_the_rounding_misreadings() -> None:
     up = engine_bulk.artist_ledger(account_ledger(), rounding="half_up")
     assert up.select(
         "net_payable_cents", "gross_cents", "recouped_cents", "balance_after_cents"
-    ).rows() == [(0, 0, 0, 6), (1, 3, 2, 5), (3, 4, 1, 0)]
+    ).rows() == [(0, 1, 1, 6), (1, 3, 2, 5), (3, 4, 1, 0)]
     both = engine_bulk.artist_ledger(
         account_ledger(), rounding="half_up", payable_rounding="per_account"
     )
