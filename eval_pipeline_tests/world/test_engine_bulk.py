@@ -541,3 +541,38 @@ def test_a_recoupment_ledger_of_no_accounts_is_empty_but_typed() -> None:
             )
         }
     )
+
+
+def test_dense_terms_refuses_a_period_listed_twice() -> None:
+    with pytest.raises(WorldError, match=r"^duplicate period in \['2025-01', '2025-01'\]"):
+        engine_bulk.dense_terms(deals(), terms(), ["2025-01", "2025-01"])
+
+
+def test_dense_terms_of_no_deals_are_empty_int64_arrays() -> None:
+    dense = engine_bulk.dense_terms(deals().clear(), terms(), PERIODS)
+    assert dense.size == 0
+    for array in (dense.deal_contract, dense.rate, dense.esc_units, dense.esc_rate):
+        assert array.dtype == pl.Int64
+        assert array.len() == 0
+
+
+def test_dense_terms_without_any_escalator_still_hold_int64_arrays() -> None:
+    plain = terms().with_columns(escalator_units=None, escalated_rate_ppm=None)
+    dense = engine_bulk.dense_terms(deals(), plain, PERIODS)
+    assert dense.esc_units.dtype == dense.esc_rate.dtype == pl.Int64
+    assert dense.esc_units.null_count() == dense.esc_rate.null_count() == 16
+
+
+def test_code_lines_refuses_an_isrc_under_two_deals_and_a_period_listed_twice() -> None:
+    twice = pl.concat([deals(), deals().head(1)])
+    with pytest.raises(WorldError, match=r"^duplicate ISRC in \['I0', 'I1', 'I2', 'I0'\]"):
+        engine_bulk.code_lines(lines(PRICED), twice, fx_rates(), PERIODS)
+    with pytest.raises(WorldError, match=r"^duplicate period in \['2025-01', '2025-01'\]"):
+        engine_bulk.code_lines(lines(PRICED), deals(), fx_rates(), ["2025-01", "2025-01"])
+
+
+def test_lines_coded_with_no_fx_rate_at_all_have_an_int64_null_rate() -> None:
+    coded = engine_bulk.code_lines(lines(PRICED), deals(), fx_rates().clear(), PERIODS)
+    rate = coded.frame.get_column("usd_per_unit_micro")
+    assert rate.dtype == pl.Int64
+    assert rate.null_count() == len(PRICED)
