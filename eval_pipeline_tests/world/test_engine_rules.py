@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from eval_pipeline.errors import WorldError
 from eval_pipeline.world.label import engine
@@ -386,4 +387,78 @@ def test_a_track_error_names_the_first_three_tracks() -> None:
         )
     assert str(refused.value) == (
         "4 track(s) have no single contract in force at release, e.g. ['TRK-1', 'TRK-2', 'TRK-3']"
+    )
+
+
+TERMS_SCHEMA: dict[str, type[pl.DataType]] = {
+    "contract_id": pl.String,
+    "channel": pl.String,
+    "period": pl.String,
+    "rate_ppm": pl.Int64,
+    "escalator_units": pl.Int64,
+    "escalated_rate_ppm": pl.Int64,
+    "source_contract_id": pl.String,
+}
+
+
+def con1_terms(**misreading: object) -> pl.DataFrame:
+    periods = ["2025-01", "2025-02", "2025-03", "2025-05"]
+    table = engine.resolve_terms(CONTRACTS, RATES, periods, **misreading)  # type: ignore[arg-type]
+    return table.filter(pl.col("contract_id") == "CON-1")
+
+
+def expected_terms(rows: list[tuple[object, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=TERMS_SCHEMA, orient="row")
+
+
+def test_the_period_start_misreading_reads_the_terms_of_the_periods_first_day() -> None:
+    """Terms as of the first day: A2 (from March's last day) is not in force for March,
+    A1 (from February's first day) is, and A3 (from May's first day) is for May."""
+
+    assert_frame_equal(
+        con1_terms(as_of="period_start"),
+        expected_terms(
+            [
+                ("CON-1", "download", "2025-01", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-02", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-03", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-05", 210_000, 5_000, 230_000, "CON-1-A3"),
+                ("CON-1", "streaming", "2025-01", 150_000, 10_000, 170_000, "CON-1"),
+                ("CON-1", "streaming", "2025-02", 160_000, 20_000, 190_000, "CON-1-A1"),
+                ("CON-1", "streaming", "2025-03", 160_000, 20_000, 190_000, "CON-1-A1"),
+                ("CON-1", "streaming", "2025-05", 165_000, None, None, "CON-1-A2"),
+            ]
+        ),
+    )
+    assert con1_terms(as_of="period_end").filter(pl.col("period") == "2025-03").row(1) == (
+        "CON-1",
+        "streaming",
+        "2025-03",
+        165_000,
+        None,
+        None,
+        "CON-1-A2",
+    )
+
+
+def test_the_keep_the_escalator_misreading_fills_an_amendments_missing_escalator_from_the_base() -> (
+    None
+):
+    """An amendment row without an escalator keeps the base row's (A2 on streaming); one
+    with its own keeps its own (A1, A3); the base rows and every rate stay as read."""
+
+    assert_frame_equal(
+        con1_terms(amendment_replaces_row=False),
+        expected_terms(
+            [
+                ("CON-1", "download", "2025-01", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-02", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-03", 200_000, None, None, "CON-1"),
+                ("CON-1", "download", "2025-05", 210_000, 5_000, 230_000, "CON-1-A3"),
+                ("CON-1", "streaming", "2025-01", 150_000, 10_000, 170_000, "CON-1"),
+                ("CON-1", "streaming", "2025-02", 160_000, 20_000, 190_000, "CON-1-A1"),
+                ("CON-1", "streaming", "2025-03", 165_000, 10_000, 170_000, "CON-1-A2"),
+                ("CON-1", "streaming", "2025-05", 165_000, 10_000, 170_000, "CON-1-A2"),
+            ]
+        ),
     )
