@@ -441,9 +441,7 @@ def test_the_period_start_misreading_reads_the_terms_of_the_periods_first_day() 
     )
 
 
-def test_the_keep_the_escalator_misreading_fills_an_amendments_missing_escalator_from_the_base() -> (
-    None
-):
+def test_the_keep_the_escalator_misreading_fills_a_missing_escalator_from_the_base() -> None:
     """An amendment row without an escalator keeps the base row's (A2 on streaming); one
     with its own keeps its own (A1, A3); the base rows and every rate stay as read."""
 
@@ -459,6 +457,39 @@ def test_the_keep_the_escalator_misreading_fills_an_amendments_missing_escalator
                 ("CON-1", "streaming", "2025-02", 160_000, 20_000, 190_000, "CON-1-A1"),
                 ("CON-1", "streaming", "2025-03", 165_000, 10_000, 170_000, "CON-1-A2"),
                 ("CON-1", "streaming", "2025-05", 165_000, 10_000, 170_000, "CON-1-A2"),
+            ]
+        ),
+    )
+
+
+def test_the_keep_the_escalator_misreading_keeps_a_channel_only_an_amendment_has() -> None:
+    """An amendment that adds a channel the base contract lacks has no base row to fall
+    back on: the row stays, with the amendment's own terms."""
+    contracts = pl.concat(
+        [
+            CONTRACTS,
+            pl.DataFrame(
+                [("CON-2-A1", "ART-2", "amendment", "CON-2", date(2025, 1, 1), None, None)],
+                schema=CONTRACT_SCHEMA,
+                orient="row",
+            ),
+        ]
+    )
+    rates = pl.concat(
+        [
+            RATES,
+            pl.DataFrame(
+                [("CON-2-A1", "download", 120_000, None, None)], schema=RATE_SCHEMA, orient="row"
+            ),
+        ]
+    )
+    table = engine.resolve_terms(contracts, rates, ["2025-02"], amendment_replaces_row=False)
+    assert_frame_equal(
+        table.filter(pl.col("contract_id") == "CON-2"),
+        expected_terms(
+            [
+                ("CON-2", "download", "2025-02", 120_000, None, None, "CON-2-A1"),
+                ("CON-2", "streaming", "2025-02", 999_000, 1, 999_999, "CON-2"),
             ]
         ),
     )
