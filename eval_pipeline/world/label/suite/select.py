@@ -277,6 +277,10 @@ class Selector:
         exercise is worth more than a common one): subjects that exercise the same needed
         misreadings gain the same, so the gains are computed exactly per set (as integers
         over the least common multiple of the supports) and compared by rank.
+
+        The candidates are few (hundreds, rarely ten thousand) and each pick depends on the
+        last, so the picking runs on plain rows: per pick, a frame operation costs more
+        than a pass over the rows.
         """
         evaluated = self.evaluate(template)
         n = evaluated.frame.height
@@ -285,47 +289,49 @@ class Selector:
         )
         artist = evaluated.artist
         who = pl.col(artist) if artist is not None else pl.lit(None, pl.String)
-        frame = (
+        rows: list[tuple[int, int, str, str | None]] = (
             evaluated.frame.with_row_index(_INDEX)
             .select(pl.col(_INDEX).cast(pl.Int64), _MASK, "answer", who.alias("_who"))
             .join(order, on=_INDEX)
             .sort(["_u", _INDEX])
+            .select(_INDEX, _MASK, "answer", "_who")
+            .rows()
         )
         supports = {m: self.support.get(m) or 1 for m in self.bits}
         scale = lcm(1, *supports.values())
         taken: list[int] = []
-        artists: list[str] = []
-        answers: list[str] = []
+        artists: set[str] = set()
+        answers: set[str] = set()
         for _ in range(template.count):
             needed = sum(1 << self.bits[m] for m, left in self.need.items() if left > 0)
-            left = frame.filter(~pl.col(_INDEX).is_in(pl.Series(taken, dtype=pl.Int64).implode()))
-            left = left.with_columns(_needed=pl.col(_MASK) & needed)
-            sets = left.get_column("_needed").unique().to_list()
+            left = [row for row in rows if row[0] not in taken]
+            sets = {mask & needed for _, mask, _, _ in left}
             gain = {
                 v: sum(scale // supports[m] for m, b in self.bits.items() if v >> b & 1)
                 for v in sets
             }
-            distinct = sorted(set(gain.values()))
-            rank_of = {g: i for i, g in enumerate(distinct)}
-            rank = {v: rank_of[gain[v]] for v in sets}
-            new_answer = ~pl.col("answer").is_in(pl.Series(answers, dtype=pl.String).implode())
-            fresh = pl.col("_who").is_null() | ~pl.col("_who").is_in(
-                pl.Series(artists, dtype=pl.String).implode()
-            )
-            score = (
-                (new_answer.cast(pl.Int64) * 2 + (pl.col("_needed") != 0).cast(pl.Int64))
-                * (len(distinct) + 1)
-                + pl.col("_needed").replace_strict(rank, return_dtype=pl.Int64)
-            ) * 2 + fresh.cast(pl.Int64)
-            scored = left.with_columns(_score=score)
-            # The best score; of equals, the first in the seeded order.
-            best = scored.filter(pl.col("_score") == pl.col("_score").max()).row(0, named=True)
-            taken.append(int(best[_INDEX]))
-            if best["_who"] is not None:
-                artists.append(str(best["_who"]))
-            answers.append(str(best["answer"]))
+            rank_of = {g: i for i, g in enumerate(sorted(set(gain.values())))}
+            width = len(rank_of) + 1
+            best: tuple[int, int, str, str | None] | None = None
+            best_score = -1
+            for row in left:  # the best score; of equals, the first in the seeded order
+                index, mask, answer, subject = row
+                sets_needed = mask & needed
+                score = (
+                    ((answer not in answers) * 2 + (sets_needed != 0)) * width
+                    + rank_of[gain[sets_needed]]
+                ) * 2 + (subject is None or subject not in artists)
+                if score > best_score:
+                    best, best_score = row, score
+            if best is None:
+                raise WorldError(f"suite template {template.name} ran out of subjects")
+            index, mask, answer, subject = best
+            taken.append(index)
+            if subject is not None:
+                artists.add(subject)
+            answers.add(answer)
             for m, bit in self.bits.items():
-                if best[_MASK] >> bit & 1:
+                if mask >> bit & 1:
                     self.need[m] -= 1
         self.chosen[template.name] = [evaluated.candidate(i) for i in sorted(taken)]
 
