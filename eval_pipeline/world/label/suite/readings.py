@@ -36,6 +36,8 @@ from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
 POOL_PER_SITUATION = 6
+REGISTRY_COLUMNS_READ = ("line_id", "kind", "statement_id", "flaggable")
+"""The columns of an anomaly registry the answer tables read (see ``answers.py``)."""
 WHOLE_WORLD_LINES = 150_000
 """A world with fewer statement lines than this is its own pool (cheap, and small worlds
 need every subject to find cases that discriminate)."""
@@ -179,7 +181,11 @@ def build_views(
             )
         else:
             tables = dict(rules_part)
-        tables["anomalies"] = flags
+        # A misreading's own registry keeps only what the answer tables read of one: a
+        # whole world's registry per misreading is most of the suite's memory at scale.
+        tables["anomalies"] = (
+            flags if flags is truth["anomalies"] else flags.select(*REGISTRY_COLUMNS_READ)
+        )
         tables["canary"] = truth["canary"]
         return LabelData(world=world, truth=tables, reading=m.reading)
 
