@@ -121,6 +121,13 @@ class WorldHandOff:
         assert self._world is not None
         return self._world
 
+    def release(self) -> None:
+        """Let go of the world and answer key (a later stage reads them back if it needs
+        them): the fixtures stage is their last consumer in a run, and at scale they are
+        most of the memory the run's next steps would otherwise start from."""
+        self._world = None
+        self._answer_key = None
+
     def answer_key(self, conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
         recorded = read_value(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE, "fingerprint")
         if self._answer_key is None or self._answer_key.fingerprint != recorded:
@@ -155,11 +162,13 @@ def fixtures_stage(
     conn: duckdb.DuckDBPyConnection, root: Path, hand_off: WorldHandOff
 ) -> FixtureSet:
     """The fixtures asset: the suite of the stored world and answer key, frozen under
-    `root` and recorded as the current world's set."""
+    `root` and recorded as the current world's set. The last stage of a run to use the
+    world in memory: the hand-off lets go of it (the blocking check reads it back)."""
     world = hand_off.world(conn)
     answer_key = hand_off.answer_key(conn, world)
     fixture_set = freeze_suite(world, answer_key, root)
     record_fixture_set(conn, fixture_set)
+    hand_off.release()
     return fixture_set
 
 

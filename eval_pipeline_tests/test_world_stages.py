@@ -115,3 +115,23 @@ def test_the_hand_off_still_refuses_a_tampered_world_it_must_read_back(
     conn.execute("UPDATE world.artists SET name = 'Someone Else' WHERE artist_id = 'ART-0001'")
     with pytest.raises(WarehouseError, match="world tables do not match"):
         world_stages.WorldHandOff().world(conn)
+
+
+def test_the_fixtures_stage_lets_go_of_the_world_and_a_later_stage_reads_it_back(
+    conn: duckdb.DuckDBPyConnection,
+    label_world: GeneratedWorld,
+    label_key: AnswerKey,
+    tmp_path: Path,
+) -> None:
+    # The fixtures stage is the world's last consumer in a run: holding it longer keeps
+    # most of a 10x run's memory through the blocking check, which reads it back anyway.
+    hand_off = world_stages.WorldHandOff()
+    world_stages.store_world(conn, label_world)
+    hand_off.keep_world(label_world)
+    world_stages.store_answer_key(conn, label_key)
+    hand_off.keep_answer_key(label_key)
+    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    read = hand_off.world(conn)
+    assert read is not label_world
+    assert read.fingerprint == label_world.fingerprint
+    assert hand_off.answer_key(conn, read) is not label_key

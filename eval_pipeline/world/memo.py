@@ -5,7 +5,8 @@ for the same frame objects. The generator, the answer key and the suite of one r
 another the same world, and each would otherwise recompute what the others already did
 (scan the lines for the reconciliation rules, code the lines as integers). A memo holds the
 last few results, each with weak references to the frames it was read from: a world read
-back from storage is new frames, and is computed afresh.
+back from storage is new frames, and is computed afresh; a result is let go as soon as one
+of its frames is (a run that lets go of its world gets the memory back).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class ByTables(Generic[T]):
         self.compute = compute
         self.size = size
         self._entries: list[tuple[tuple[weakref.ref[pl.DataFrame], ...], T]] = []
-        self._lock = threading.Lock()
+        # Reentrant: a frame collected while this thread holds the lock calls `_forget`.
+        self._lock = threading.RLock()
 
     def __call__(self, world: Mapping[str, pl.DataFrame]) -> T:
         frames = tuple(world[name] for name in self.names)
@@ -42,10 +44,17 @@ class ByTables(Generic[T]):
                 if all(ref() is frame for ref, frame in zip(refs, frames, strict=True)):
                     return result
         result = self.compute(world)
+        refs = tuple(weakref.ref(frame, self._forget) for frame in frames)
         with self._lock:
-            self._entries.insert(0, (tuple(weakref.ref(frame) for frame in frames), result))
-            del self._entries[self.size :]
+            self._entries = [(refs, result), *self._entries][: self.size]
         return result
+
+    def _forget(self, _gone: weakref.ref[pl.DataFrame]) -> None:
+        """Drop every result one of whose frames was collected (it can never be served)."""
+        with self._lock:
+            self._entries = [
+                entry for entry in self._entries if all(ref() is not None for ref in entry[0])
+            ]
 
     def clear(self) -> None:
         with self._lock:
