@@ -5,14 +5,17 @@ response cache, the budget gate, the price book, the per-provider limits on call
 flight and the progress bar. `session.client(config)` gives a :class:`ModelClient` for
 one model config. Each call:
 
-1. hashes everything that changes the answer (the cache key, recorded as request hash);
+1. waits for a provider slot (first come, first served), and only then is prepared:
+   hashes everything that changes the answer (the cache key, recorded as request hash),
+   takes its call id and serializes its wire body once;
 2. serves a cache hit (record/replay mode), or raises on a replay miss, without network;
-3. otherwise, per attempt: waits for a provider slot, prices the worst case (the wire's
-   own output limit, the dearest input kind) and reserves it against the budget (refusal:
-   the call is budget-stopped, †), journals a pre-send record (what a crash leaves: an
-   interrupted attempt), sends through the SDK, prices the actual usage with the tier of
-   the day, and — whatever happens, in `finally` — settles the reservation to what the
-   attempt may have cost (see `settled_cost`);
+3. otherwise, per attempt, holding a provider slot (a retry waits for one again): prices
+   the worst case (the wire's own output limit, the dearest input kind) and reserves it
+   against the budget (refusal: the call is budget-stopped, †), journals a pre-send
+   record (what a crash leaves: an interrupted attempt), sends through the transport,
+   prices the actual usage with the tier of the day, and — whatever happens, in
+   `finally` — settles the reservation to what the attempt may have cost (see
+   `settled_cost`);
 4. labels the outcome, writes the attempt's envelope (redacted) to the journal as it
    lands, and retries connect errors, timeouts, 429 and 5xx with backoff that honours
    Retry-After, bounded in count and in time since the first attempt was sent — what
@@ -325,6 +328,72 @@ class _Envelopes:
             **self.common,
         )
 
+    @staticmethod
+    def landed(
+        pending: CallEnvelope,
+        *,
+        status: CallStatus,
+        label: LabelResult,
+        price_tier: str | None,
+        cost_usd: Decimal | None,
+        failure_cause: FailureCause | None,
+        failure_detail: str | None,
+        reply: _Reply,
+        elapsed_ms: float,
+        retry_after_ms: int | None,
+        backoff_ms: float | None,
+    ) -> CallEnvelope:
+        """A sent attempt's own envelope: its pre-send record (built by `build`, so
+        validated) with what came back.
+
+        Not validated again, because every value it changes already was or is made here
+        with its field's type: the status and `final` (literals of this module), the label
+        fields (a validated `LabelResult`), the tier and cost (the price book's `TierCost`:
+        a tier id and an exact `Decimal`), the cause, detail, HTTP status, Retry-After
+        and body (a validated `AttemptOutcome`, or the unpriced detail made here), the
+        finish reason, stop kind and tokens (its validated `ModelResponse` and `Usage`),
+        the response JSON (that response serialized) and the two timings (floats made
+        here). Validating them again cost as much as building the record twice per
+        attempt. `test_provider_envelope_copy.py` checks, over generated outcomes, that
+        the copy equals the envelope `build` validates from the same values.
+        """
+        return pending.model_copy(
+            update={
+                "final": status != "retried",
+                "elapsed_ms": elapsed_ms,
+                "status": status,
+                "http_status": reply.http_status,
+                "failure_cause": failure_cause,
+                "failure_detail": failure_detail,
+                "retry_after_ms": retry_after_ms,
+                "backoff_ms": backoff_ms,
+                "finish_reason": reply.finish_reason,
+                "stop_kind": reply.stop_kind,
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "price_tier": price_tier,
+                "cost_usd": cost_usd,
+                "label": label.label,
+                "label_reason": label.reason,
+                "drop_cause": label.drop_cause,
+                "answer": label.answer,
+                "response_body": reply.body,
+                "response_json": reply.response_json,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What every attempt of a call shares, made once the call holds a provider slot."""
+
+    request_hash: str
+    material: dict[str, Any] | None
+    """The cache key's material, kept only when a cache is in use (to store the reply)."""
+    build: _Envelopes
+    wire: WireRequest
+    cache_status: CacheStatus
+
 
 class ModelClient:
     """Calls one configured model inside a session."""
@@ -346,6 +415,12 @@ class ModelClient:
     ) -> CallResult:
         """Send `request` (or serve it from the cache) and record every attempt.
 
+        The call is prepared (hashed, numbered, looked up in the cache, serialized for the
+        wire) only once it holds a provider slot, and each attempt holds one while it is
+        sent: with many calls gathered at once, the ones in flight are answered before
+        the queued ones are prepared. Slots are handed out first come, first served, so
+        call ids (which count duplicate requests in call order) stay deterministic.
+
         Raises ReplayMissError in replay mode when the request is not cached, and
         PriceError when the model or the day has no price (before sending), or when a
         landed reply's usage cannot be priced (after its envelope is written and its
@@ -353,64 +428,52 @@ class ModelClient:
         budget stops are results (with their status), not exceptions.
         """
         session = self.session
-        config = self.config
-        material = cache_material(config, request)
-        request_hash = key_of(material)
-        call_id = call_id or session.next_call_id(config.name, tag, request_hash)
-        build = _Envelopes(
-            session, config, request, tag, call_id, request_hash, request.model_dump_json()
-        )
+        slot = session.slot(self.config)
         label_of = functools.partial(classify, grader=grader, read_answer=read_answer)
-
-        cache_status: CacheStatus = "off"
-        if session.cache is not None and session.cache_mode != "off":
-            slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
-            lookup = session.cache.lookup(request_hash, material, slot)
-            if lookup.entry is not None:
-                return session.finish(self._from_cache(lookup.entry, request, build, label_of))
-            if session.cache_mode == "replay":
-                raise ReplayMissError(request_hash, lookup.reason)
-            cache_status = "miss"
-
-        # Built and serialized once: every attempt sends these bytes, which bound its cost.
-        wire = WireRequest.of(self.transport.wire_body(request))
+        prepared: _Prepared | None = None
         envelopes: list[CallEnvelope] = []
         first_sent: float | None = None
         attempt = first_attempt
         while True:
-            done = await self._attempt(
-                request,
-                wire,
-                build,
-                attempt,
-                cache_status,
-                label_of,
-                first_sent,
-                attempt - first_attempt + 1,
-            )
+            async with slot:
+                if prepared is None:
+                    ready = self._prepare(request, tag, call_id, label_of)
+                    if isinstance(ready, CallResult):  # served from the cache
+                        return session.finish(ready)
+                    prepared = ready
+                done = await self._attempt(
+                    request,
+                    prepared,
+                    attempt,
+                    label_of,
+                    first_sent,
+                    attempt - first_attempt + 1,
+                )
             if first_sent is None:
                 first_sent = done.sent_at
             envelope = session.record(done.envelope)
             envelopes.append(envelope)
             if done.price_error is not None:
                 raise done.price_error
-            if envelope.status == "retried":
-                await session.sleep(float(envelope.backoff_ms or 0) / 1000)
-                attempt += 1
-                continue
-            break
+            if envelope.status != "retried":
+                break
+            await session.sleep(float(envelope.backoff_ms or 0) / 1000)
+            attempt += 1
         final = envelopes[-1]
         if (
             final.status == "ok"
             and done.outcome is not None
+            and prepared.material is not None
             and session.cache is not None
             and session.cache_mode == "record"
         ):
             session.cache.store(
                 CachedReply(
-                    key=request_hash,
-                    material=material,
-                    slot=slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn),
+                    key=prepared.request_hash,
+                    material=prepared.material,
+                    slot=slot_of(
+                        self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn
+                    ),
                     http_status=final.http_status or 200,
                     response_body=final.response_body or "",
                     response_json=final.response_json or "{}",
@@ -435,12 +498,44 @@ class ModelClient:
             )
         return session.finish(
             CallResult(
-                call_id=call_id,
+                call_id=prepared.build.call_id,
                 status=final.status,
                 response=done.response,
                 label=label,
                 envelopes=tuple(envelopes),
             )
+        )
+
+    def _prepare(
+        self, request: ModelRequest, tag: CallTag, call_id: str | None, label_of: Labeller
+    ) -> _Prepared | CallResult:
+        """What every attempt of the call shares, made once the call holds its slot: the
+        request hash, the call id, the envelope builder and the wire bytes; or, on a cache
+        hit, the call's result (a replay miss raises)."""
+        session = self.session
+        config = self.config
+        material = cache_material(config, request)
+        request_hash = key_of(material)
+        call_id = call_id or session.next_call_id(config.name, tag, request_hash)
+        build = _Envelopes(
+            session, config, request, tag, call_id, request_hash, request.model_dump_json()
+        )
+        cache_status: CacheStatus = "off"
+        if session.cache is not None and session.cache_mode != "off":
+            slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
+            lookup = session.cache.lookup(request_hash, material, slot)
+            if lookup.entry is not None:
+                return self._from_cache(lookup.entry, request, build, label_of)
+            if session.cache_mode == "replay":
+                raise ReplayMissError(request_hash, lookup.reason)
+            cache_status = "miss"
+        # Built and serialized once: every attempt sends these bytes, which bound its cost.
+        return _Prepared(
+            request_hash=request_hash,
+            material=material if cache_status != "off" else None,
+            build=build,
+            wire=WireRequest.of(self.transport.wire_body(request)),
+            cache_status=cache_status,
         )
 
     def _price_usage(
@@ -468,79 +563,81 @@ class ModelClient:
     async def _attempt(
         self,
         request: ModelRequest,
-        wire: WireRequest,
-        build: _Envelopes,
+        prepared: _Prepared,
         attempt: int,
-        cache_status: CacheStatus,
         label_of: Labeller,
         first_sent: float | None,
         tries: int,
     ) -> _AttemptDone:
+        """One attempt; the caller holds the call's provider slot around it."""
         session = self.session
         config = self.config
-        async with session.slot(config):
-            day = session.clock()
-            started_at = datetime.now(UTC).replace(tzinfo=None)
-            worst = session.price_book.worst_case_cost(
-                config.priced_as,
-                day,
-                input_token_bound(wire.data, config.input_token_overhead),
-                wire_output_limit(wire.body),
-            )
-            unsent = functools.partial(
-                build.build,
-                attempt,
-                started_at=started_at,
-                day=day,
-                cache_status=cache_status,
-                reserved_usd=worst.cost_usd,
-                price_tier=worst.tier_id,
-            )
+        build = prepared.build
+        wire = prepared.wire
+        day = session.clock()
+        started_at = datetime.now(UTC).replace(tzinfo=None)
+        worst = session.price_book.worst_case_cost(
+            config.priced_as,
+            day,
+            input_token_bound(wire.data, config.input_token_overhead),
+            wire_output_limit(wire.body),
+        )
+        reservation = None
+        if session.budget is not None:
             where = f"{build.tag.lane}/{build.tag.case_id}/turn {build.tag.turn}"
-            reservation = None
-            if session.budget is not None:
-                try:
-                    reservation = await session.budget.acquire(worst.cost_usd, where)
-                except BudgetStoppedError as stop:
-                    label = label_of("budget_stopped", None, request.tools)
-                    refused = unsent(
-                        status="budget_stopped",
-                        label=label,
-                        failure_cause="budget",
-                        failure_detail=str(stop),
-                    )
-                    return _AttemptDone(
-                        envelope=refused,
-                        label=label,
-                        outcome=None,
-                        response=None,
-                        sent_at=None,
-                        price_error=None,
-                    )
-            # Until the outcome says otherwise, the attempt may have cost its worst case.
-            spent_usd = worst.cost_usd
             try:
-                # What the journal keeps if the process dies before the attempt lands: an
-                # interrupted attempt (‡), which the provider may have billed. The
-                # attempt's own envelope supersedes it.
-                session.record_pending(
-                    unsent(
-                        status="infra_error",
-                        label=INTERRUPTED_LABEL,
-                        failure_cause="interrupted",
-                        failure_detail=INTERRUPTED_DETAIL,
-                    )
+                reservation = await session.budget.acquire(worst.cost_usd, where)
+            except BudgetStoppedError as stop:
+                label = label_of("budget_stopped", None, request.tools)
+                refused = build.build(
+                    attempt,
+                    status="budget_stopped",
+                    label=label,
+                    started_at=started_at,
+                    day=day,
+                    cache_status=prepared.cache_status,
+                    reserved_usd=worst.cost_usd,
+                    price_tier=worst.tier_id,
+                    failure_cause="budget",
+                    failure_detail=str(stop),
                 )
-                crash_point("harness.sending")
-                sent_at = time.monotonic()
-                clock_start = time.perf_counter()
-                outcome = await self.transport.send(wire, request)
-                elapsed_ms = (time.perf_counter() - clock_start) * 1000
-                actual, price_error = self._price_usage(outcome, day)
-                spent_usd = settled_cost(outcome, actual, worst)
-            finally:
-                if reservation is not None and session.budget is not None:
-                    session.budget.settle(reservation, spent_usd)
+                return _AttemptDone(
+                    envelope=refused,
+                    label=label,
+                    outcome=None,
+                    response=None,
+                    sent_at=None,
+                    price_error=None,
+                )
+        # Until the outcome says otherwise, the attempt may have cost its worst case.
+        spent_usd = worst.cost_usd
+        # What the journal keeps if the process dies before the attempt lands: an
+        # interrupted attempt (‡), which the provider may have billed. The attempt's own
+        # envelope (a copy of this one with what came back) supersedes it.
+        pending = build.build(
+            attempt,
+            status="infra_error",
+            label=INTERRUPTED_LABEL,
+            started_at=started_at,
+            day=day,
+            cache_status=prepared.cache_status,
+            reserved_usd=worst.cost_usd,
+            price_tier=worst.tier_id,
+            failure_cause="interrupted",
+            failure_detail=INTERRUPTED_DETAIL,
+        )
+        try:
+            session.record_pending(pending)
+            crash_point("harness.sending")
+            sent_at = time.monotonic()
+            clock_start = time.perf_counter()
+            outcome = await self.transport.send(wire, request)
+            elapsed_ms = (time.perf_counter() - clock_start) * 1000
+            actual, price_error = self._price_usage(outcome, day)
+            spent_usd = settled_cost(outcome, actual, worst)
+        finally:
+            if reservation is not None and session.budget is not None:
+                session.budget.settle(reservation, spent_usd)
 
         response = outcome.response
         status: CallStatus
@@ -563,14 +660,10 @@ class ModelClient:
         detail = outcome.detail
         if price_error is not None:
             detail = f"landed but unpriced (worst case kept as spent): {price_error}"
-        envelope = build.build(
-            attempt,
+        envelope = build.landed(
+            pending,
             status=status,
             label=label,
-            started_at=started_at,
-            day=day,
-            cache_status=cache_status,
-            reserved_usd=worst.cost_usd,
             price_tier=actual.tier_id if actual else None,
             cost_usd=actual.cost_usd if actual else None,
             failure_cause=outcome.cause,
