@@ -128,11 +128,15 @@ class EnvelopeJournal:
         self.written = 0
 
     def append(self, envelope: CallEnvelope) -> None:
-        self.append_line(envelope.model_dump_json())
+        self.append_json(envelope_json(envelope))
 
     def append_line(self, line: str) -> None:
         """Append one envelope already serialized (`CallEnvelope.model_dump_json()`)."""
-        data = (line + "\n").encode("utf-8")
+        self.append_json(line.encode("utf-8"))
+
+    def append_json(self, line: bytes) -> None:
+        """Append one envelope already serialized to UTF-8 JSON (`envelope_json`)."""
+        data = line + b"\n"
         with self._lock:
             if self._file is None:
                 raise JournalError(f"journal {self.path} is closed")
@@ -154,6 +158,12 @@ class EnvelopeJournal:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def envelope_json(envelope: CallEnvelope) -> bytes:
+    """`envelope.model_dump_json()` as the UTF-8 bytes pydantic makes (not decoded to be
+    encoded again on the way to the journal)."""
+    return CallEnvelope.__pydantic_serializer__.to_json(envelope)
 
 
 def read_journal(path: Path) -> Iterator[CallEnvelope]:

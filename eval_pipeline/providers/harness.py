@@ -61,6 +61,7 @@ from eval_pipeline.providers.envelope import (
     CacheStatus,
     CallEnvelope,
     EnvelopeJournal,
+    envelope_json,
     envelope_texts,
 )
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
@@ -259,8 +260,7 @@ class _Envelopes:
         request_hash: str,
         request_json: str,
     ) -> None:
-        self.common: dict[str, Any] = {
-            "run_id": session.run_id,
+        self.call_fields: dict[str, Any] = {
             "call_id": call_id,
             "request_hash": request_hash,
             "lane": tag.lane,
@@ -268,12 +268,17 @@ class _Envelopes:
             "turn": tag.turn,
             "seed": request.seed,
             "replicate": request.replicate,
+            "request_json": request_json,
+        }
+        """The fields that differ between calls of one client in one session."""
+        self.common: dict[str, Any] = {
+            "run_id": session.run_id,
             "model": config.name,
             "provider": config.provider,
             "api": config.api,
             "wire_model": config.model,
             "price_model": config.priced_as,
-            "request_json": request_json,
+            **self.call_fields,
         }
         self.run_id = session.run_id
         self.call_id = call_id
@@ -326,6 +331,57 @@ class _Envelopes:
             response_body=reply.body,
             response_json=reply.response_json,
             **self.common,
+        )
+
+    def pending(
+        self,
+        template: CallEnvelope | None,
+        attempt: int,
+        *,
+        started_at: datetime,
+        day: date,
+        cache_status: CacheStatus,
+        reserved_usd: Decimal,
+        price_tier: str,
+    ) -> CallEnvelope:
+        """The pre-send record of an attempt: an interrupted attempt (‡), which the
+        provider may have billed, until the attempt's own envelope supersedes it.
+
+        Validated (`build`) for a client's first attempt. After that, a copy of
+        `template`, an earlier pre-send record of the same client and session (so the
+        same run, model, status, label and failure fields), with this call's and this
+        attempt's values, not validated again: the call's come from a validated
+        `CallTag` and `ModelRequest`, the hash and id are strings made here (or the id of a
+        validated envelope, for a rerun), the request JSON is pydantic's; the attempt's
+        start time is made here, the reservation and the tier are the price book's
+        `TierCost` (a `Decimal` and a tier id). The day comes from the session's clock, so
+        a day that is not a plain `date` is validated. `test_provider_envelope_copy.py`
+        checks, over generated calls, that the copy equals the validated record.
+        """
+        if template is None or type(day) is not date or type(self.call_id) is not str:
+            return self.build(
+                attempt,
+                status="infra_error",
+                label=INTERRUPTED_LABEL,
+                started_at=started_at,
+                day=day,
+                cache_status=cache_status,
+                reserved_usd=reserved_usd,
+                price_tier=price_tier,
+                failure_cause="interrupted",
+                failure_detail=INTERRUPTED_DETAIL,
+            )
+        return template.model_copy(
+            update={
+                "envelope_id": f"{self.run_id}/{self.call_id}/{attempt}",
+                "attempt": attempt,
+                "started_at": started_at,
+                "call_day": day,
+                "cache_status": cache_status,
+                "reserved_usd": reserved_usd,
+                "price_tier": price_tier,
+                **self.call_fields,
+            }
         )
 
     @staticmethod
@@ -402,6 +458,8 @@ class ModelClient:
         self.session = session
         self.config = config
         self.transport = transport
+        self._pending_template: CallEnvelope | None = None
+        """The last pre-send record: the next one is a copy (`_Envelopes.pending`)."""
 
     async def call(
         self,
@@ -614,18 +672,16 @@ class ModelClient:
         # What the journal keeps if the process dies before the attempt lands: an
         # interrupted attempt (‡), which the provider may have billed. The attempt's own
         # envelope (a copy of this one with what came back) supersedes it.
-        pending = build.build(
+        pending = build.pending(
+            self._pending_template,
             attempt,
-            status="infra_error",
-            label=INTERRUPTED_LABEL,
             started_at=started_at,
             day=day,
             cache_status=prepared.cache_status,
             reserved_usd=worst.cost_usd,
             price_tier=worst.tier_id,
-            failure_cause="interrupted",
-            failure_detail=INTERRUPTED_DETAIL,
         )
+        self._pending_template = pending
         try:
             session.record_pending(pending)
             crash_point("harness.sending")
@@ -834,7 +890,7 @@ class CallSession:
         """
         if self.redact.finds("\0".join(filter(None, envelope_texts(envelope)))):
             envelope = self.redact_envelope(envelope)
-        self.journal.append_line(envelope.model_dump_json())
+        self.journal.append_json(envelope_json(envelope))
         return envelope
 
     def record(self, envelope: CallEnvelope) -> CallEnvelope:

@@ -3,7 +3,8 @@
 - A sent attempt's envelope is a copy of its pre-send record updated with what came back
   (`_Envelopes.landed`, not validated again): over generated outcomes it equals, field by
   field and as its journal line, the envelope `_Envelopes.build` validates from the same
-  values.
+  values. Likewise a pre-send record copied from an earlier one of the same client
+  (`_Envelopes.pending`) over generated calls and attempts.
 - A call is prepared (hashed, numbered, serialized) only once it holds a provider slot,
   so with more calls gathered than slots, no more calls are prepared than may be in
   flight; duplicate requests still get their ids in call order.
@@ -160,6 +161,100 @@ def test_a_landed_envelope_copied_from_its_pending_one_equals_the_validated_one(
     assert copied.model_dump() == validated.model_dump()
     assert copied.model_dump_json() == validated.model_dump_json()
     assert CallEnvelope.model_validate_json(copied.model_dump_json()) == validated
+
+
+def builder_for(request: ModelRequest, tag: CallTag, call_id: str, request_hash: str) -> _Envelopes:
+    session = cast(CallSession, SimpleNamespace(run_id="copy-check"))
+    return _Envelopes(
+        session, CONFIG, request, tag, call_id, request_hash, request.model_dump_json()
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    content=texts,
+    seed=st.none() | st.integers(min_value=-(2**40), max_value=2**40),
+    replicate=st.integers(min_value=0, max_value=99),
+    tag=st.builds(CallTag, lane=texts, case_id=texts, turn=st.integers(0, 50)),
+    call_id=texts,
+    request_hash=texts,
+    attempt=st.integers(min_value=1, max_value=9),
+    started_at=st.datetimes(),
+    day=st.dates(),
+    reserved=money,
+    tier=texts,
+    cache_status=st.sampled_from(["off", "miss"]),
+)
+def test_a_pending_envelope_copied_from_an_earlier_one_equals_the_validated_one(
+    content: str,
+    seed: int | None,
+    replicate: int,
+    tag: CallTag,
+    call_id: str,
+    request_hash: str,
+    attempt: int,
+    started_at: datetime,
+    day: date,
+    reserved: Decimal,
+    tier: str,
+    cache_status: Any,
+) -> None:
+    first = builder().pending(
+        None,
+        1,
+        started_at=STARTED,
+        day=DAY,
+        cache_status="off",
+        reserved_usd=Decimal("0.5"),
+        price_tier="tier-a",
+    )
+    request = ModelRequest(
+        messages=(Message(role="user", content=content),),
+        max_tokens=8,
+        seed=seed,
+        replicate=replicate,
+    )
+    build = builder_for(request, tag, call_id, request_hash)
+    attempt_values: dict[str, Any] = {
+        "started_at": started_at,
+        "day": day,
+        "cache_status": cache_status,
+        "reserved_usd": reserved,
+        "price_tier": tier,
+    }
+    copied = build.pending(first, attempt, **attempt_values)
+    validated = build.pending(None, attempt, **attempt_values)
+    assert copied is not validated
+    assert copied == validated
+    assert copied.model_dump_json() == validated.model_dump_json()
+    assert CallEnvelope.model_validate_json(copied.model_dump_json()) == validated
+
+
+def test_a_clock_giving_a_datetime_gets_the_validated_pending_envelope() -> None:
+    """A session's clock is the caller's: a day that is not a plain date is validated (a
+    midnight datetime becomes its date, as `build` makes it), never copied as is."""
+    build = builder()
+    first = build.pending(
+        None,
+        1,
+        started_at=STARTED,
+        day=DAY,
+        cache_status="off",
+        reserved_usd=Decimal("0.5"),
+        price_tier="tier-a",
+    )
+    midnight = datetime(2026, 12, 2)
+    second = build.pending(
+        first,
+        2,
+        started_at=STARTED,
+        day=midnight,
+        cache_status="off",
+        reserved_usd=Decimal("0.5"),
+        price_tier="tier-a",
+    )
+    assert type(second.call_day) is date
+    assert second.call_day == date(2026, 12, 2)
 
 
 class Recording:
