@@ -190,7 +190,7 @@ def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCo
     return Decimal(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _AttemptDone:
     """One attempt's envelope and what `call` needs besides it."""
 
@@ -202,7 +202,7 @@ class _AttemptDone:
     price_error: PriceError | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Reply:
     """What came back for an attempt, or from the cache, as an envelope records it."""
 
@@ -249,6 +249,8 @@ class _Envelopes:
     """The one builder of a call's envelopes: the call's fields are filled once, and each
     attempt (sent, refused by the budget, about to be sent, or served from the cache)
     adds its own."""
+
+    __slots__ = ("call_fields", "call_id", "common", "run_id", "tag")
 
     def __init__(
         self,
@@ -448,6 +450,10 @@ class _Prepared:
     """The cache key's material, kept only when a cache is in use (to store the reply)."""
     build: _Envelopes
     wire: WireRequest
+    input_bound: int
+    """Input tokens the wire bytes can hold at most (`budget.input_token_bound`)."""
+    output_limit: int
+    """The output limit the wire body carries (`budget.wire_output_limit`)."""
     cache_status: CacheStatus
 
 
@@ -588,11 +594,14 @@ class ModelClient:
                 raise ReplayMissError(request_hash, lookup.reason)
             cache_status = "miss"
         # Built and serialized once: every attempt sends these bytes, which bound its cost.
+        wire = WireRequest.of(self.transport.wire_body(request))
         return _Prepared(
             request_hash=request_hash,
             material=material if cache_status != "off" else None,
             build=build,
-            wire=WireRequest.of(self.transport.wire_body(request)),
+            wire=wire,
+            input_bound=input_token_bound(wire.data, config.input_token_overhead),
+            output_limit=wire_output_limit(wire.body),
             cache_status=cache_status,
         )
 
@@ -635,10 +644,7 @@ class ModelClient:
         day = session.clock()
         started_at = datetime.now(UTC).replace(tzinfo=None)
         worst = session.price_book.worst_case_cost(
-            config.priced_as,
-            day,
-            input_token_bound(wire.data, config.input_token_overhead),
-            wire_output_limit(wire.body),
+            config.priced_as, day, prepared.input_bound, prepared.output_limit
         )
         reservation = None
         if session.budget is not None:
