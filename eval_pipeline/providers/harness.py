@@ -401,8 +401,8 @@ class _Envelopes:
         retry_after_ms: int | None,
         backoff_ms: float | None,
     ) -> CallEnvelope:
-        """A sent attempt's own envelope: its pre-send record (built by `build`, so
-        validated) with what came back.
+        """A sent attempt's own envelope: its pre-send record (validated by `build`, or a
+        copy equal to one: see `pending`) with what came back.
 
         Not validated again, because every value it changes already was or is made here
         with its field's type: the status and `final` (literals of this module), the label
