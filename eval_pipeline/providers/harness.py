@@ -5,14 +5,17 @@ response cache, the budget gate, the price book, the per-provider limits on call
 flight and the progress bar. `session.client(config)` gives a :class:`ModelClient` for
 one model config. Each call:
 
-1. hashes everything that changes the answer (the cache key, recorded as request hash);
+1. waits for a provider slot (first come, first served), and only then is prepared:
+   hashes everything that changes the answer (the cache key, recorded as request hash),
+   takes its call id and serializes its wire body once;
 2. serves a cache hit (record/replay mode), or raises on a replay miss, without network;
-3. otherwise, per attempt: waits for a provider slot, prices the worst case (the wire's
-   own output limit, the dearest input kind) and reserves it against the budget (refusal:
-   the call is budget-stopped, †), journals a pre-send record (what a crash leaves: an
-   interrupted attempt), sends through the SDK, prices the actual usage with the tier of
-   the day, and — whatever happens, in `finally` — settles the reservation to what the
-   attempt may have cost (see `settled_cost`);
+3. otherwise, per attempt, holding a provider slot (a retry waits for one again): prices
+   the worst case (the wire's own output limit, the dearest input kind) and reserves it
+   against the budget (refusal: the call is budget-stopped, †), journals a pre-send
+   record (what a crash leaves: an interrupted attempt), sends through the transport,
+   prices the actual usage with the tier of the day, and — whatever happens, in
+   `finally` — settles the reservation to what the attempt may have cost (see
+   `settled_cost`);
 4. labels the outcome, writes the attempt's envelope (redacted) to the journal as it
    lands, and retries connect errors, timeouts, 429 and 5xx with backoff that honours
    Retry-After, bounded in count and in time since the first attempt was sent — what
@@ -58,6 +61,7 @@ from eval_pipeline.providers.envelope import (
     CacheStatus,
     CallEnvelope,
     EnvelopeJournal,
+    envelope_json,
     envelope_texts,
 )
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
@@ -186,7 +190,7 @@ def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCo
     return Decimal(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _AttemptDone:
     """One attempt's envelope and what `call` needs besides it."""
 
@@ -198,7 +202,7 @@ class _AttemptDone:
     price_error: PriceError | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Reply:
     """What came back for an attempt, or from the cache, as an envelope records it."""
 
@@ -246,6 +250,8 @@ class _Envelopes:
     attempt (sent, refused by the budget, about to be sent, or served from the cache)
     adds its own."""
 
+    __slots__ = ("call_fields", "call_id", "common", "run_id", "tag")
+
     def __init__(
         self,
         session: CallSession,
@@ -256,8 +262,7 @@ class _Envelopes:
         request_hash: str,
         request_json: str,
     ) -> None:
-        self.common: dict[str, Any] = {
-            "run_id": session.run_id,
+        self.call_fields: dict[str, Any] = {
             "call_id": call_id,
             "request_hash": request_hash,
             "lane": tag.lane,
@@ -265,12 +270,17 @@ class _Envelopes:
             "turn": tag.turn,
             "seed": request.seed,
             "replicate": request.replicate,
+            "request_json": request_json,
+        }
+        """The fields that differ between calls of one client in one session."""
+        self.common: dict[str, Any] = {
+            "run_id": session.run_id,
             "model": config.name,
             "provider": config.provider,
             "api": config.api,
             "wire_model": config.model,
             "price_model": config.priced_as,
-            "request_json": request_json,
+            **self.call_fields,
         }
         self.run_id = session.run_id
         self.call_id = call_id
@@ -325,6 +335,127 @@ class _Envelopes:
             **self.common,
         )
 
+    def pending(
+        self,
+        template: CallEnvelope | None,
+        attempt: int,
+        *,
+        started_at: datetime,
+        day: date,
+        cache_status: CacheStatus,
+        reserved_usd: Decimal,
+        price_tier: str,
+    ) -> CallEnvelope:
+        """The pre-send record of an attempt: an interrupted attempt (‡), which the
+        provider may have billed, until the attempt's own envelope supersedes it.
+
+        Validated (`build`) for a client's first attempt. After that, a copy of
+        `template`, an earlier pre-send record of the same client and session (so the
+        same run, model, status, label and failure fields), with this call's and this
+        attempt's values, not validated again: the call's come from a validated
+        `CallTag` and `ModelRequest`, the hash and id are strings made here (or the id of a
+        validated envelope, for a rerun), the request JSON is pydantic's; the attempt's
+        start time is made here, the reservation and the tier are the price book's
+        `TierCost` (a `Decimal` and a tier id). The day comes from the session's clock, so
+        a day that is not a plain `date` is validated. `test_provider_envelope_copy.py`
+        checks, over generated calls, that the copy equals the validated record.
+        """
+        if template is None or type(day) is not date or type(self.call_id) is not str:
+            return self.build(
+                attempt,
+                status="infra_error",
+                label=INTERRUPTED_LABEL,
+                started_at=started_at,
+                day=day,
+                cache_status=cache_status,
+                reserved_usd=reserved_usd,
+                price_tier=price_tier,
+                failure_cause="interrupted",
+                failure_detail=INTERRUPTED_DETAIL,
+            )
+        return template.model_copy(
+            update={
+                "envelope_id": f"{self.run_id}/{self.call_id}/{attempt}",
+                "attempt": attempt,
+                "started_at": started_at,
+                "call_day": day,
+                "cache_status": cache_status,
+                "reserved_usd": reserved_usd,
+                "price_tier": price_tier,
+                **self.call_fields,
+            }
+        )
+
+    @staticmethod
+    def landed(
+        pending: CallEnvelope,
+        *,
+        status: CallStatus,
+        label: LabelResult,
+        price_tier: str | None,
+        cost_usd: Decimal | None,
+        failure_cause: FailureCause | None,
+        failure_detail: str | None,
+        reply: _Reply,
+        elapsed_ms: float,
+        retry_after_ms: int | None,
+        backoff_ms: float | None,
+    ) -> CallEnvelope:
+        """A sent attempt's own envelope: its pre-send record (validated by `build`, or a
+        copy equal to one: see `pending`) with what came back.
+
+        Not validated again, because every value it changes already was or is made here
+        with its field's type: the status and `final` (literals of this module), the label
+        fields (a validated `LabelResult`), the tier and cost (the price book's `TierCost`:
+        a tier id and an exact `Decimal`), the cause, detail, HTTP status, Retry-After
+        and body (a validated `AttemptOutcome`, or the unpriced detail made here), the
+        finish reason, stop kind and tokens (its validated `ModelResponse` and `Usage`),
+        the response JSON (that response serialized) and the two timings (floats made
+        here). Validating them again cost as much as building the record twice per
+        attempt. `test_provider_envelope_copy.py` checks, over generated outcomes, that
+        the copy equals the envelope `build` validates from the same values.
+        """
+        return pending.model_copy(
+            update={
+                "final": status != "retried",
+                "elapsed_ms": elapsed_ms,
+                "status": status,
+                "http_status": reply.http_status,
+                "failure_cause": failure_cause,
+                "failure_detail": failure_detail,
+                "retry_after_ms": retry_after_ms,
+                "backoff_ms": backoff_ms,
+                "finish_reason": reply.finish_reason,
+                "stop_kind": reply.stop_kind,
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "price_tier": price_tier,
+                "cost_usd": cost_usd,
+                "label": label.label,
+                "label_reason": label.reason,
+                "drop_cause": label.drop_cause,
+                "answer": label.answer,
+                "response_body": reply.body,
+                "response_json": reply.response_json,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What every attempt of a call shares, made once the call holds a provider slot."""
+
+    request_hash: str
+    material: dict[str, Any] | None
+    """The cache key's material, kept only when a cache is in use (to store the reply)."""
+    build: _Envelopes
+    wire: WireRequest
+    input_bound: int
+    """Input tokens the wire bytes can hold at most (`budget.input_token_bound`)."""
+    output_limit: int
+    """The output limit the wire body carries (`budget.wire_output_limit`)."""
+    cache_status: CacheStatus
+
 
 class ModelClient:
     """Calls one configured model inside a session."""
@@ -333,6 +464,8 @@ class ModelClient:
         self.session = session
         self.config = config
         self.transport = transport
+        self._pending_template: CallEnvelope | None = None
+        """The last pre-send record: the next one is a copy (`_Envelopes.pending`)."""
 
     async def call(
         self,
@@ -346,6 +479,12 @@ class ModelClient:
     ) -> CallResult:
         """Send `request` (or serve it from the cache) and record every attempt.
 
+        The call is prepared (hashed, numbered, looked up in the cache, serialized for the
+        wire) only once it holds a provider slot, and each attempt holds one while it is
+        sent: with many calls gathered at once, the ones in flight are answered before
+        the queued ones are prepared. Slots are handed out first come, first served, so
+        call ids (which count duplicate requests in call order) stay deterministic.
+
         Raises ReplayMissError in replay mode when the request is not cached, and
         PriceError when the model or the day has no price (before sending), or when a
         landed reply's usage cannot be priced (after its envelope is written and its
@@ -353,64 +492,52 @@ class ModelClient:
         budget stops are results (with their status), not exceptions.
         """
         session = self.session
-        config = self.config
-        material = cache_material(config, request)
-        request_hash = key_of(material)
-        call_id = call_id or session.next_call_id(config.name, tag, request_hash)
-        build = _Envelopes(
-            session, config, request, tag, call_id, request_hash, request.model_dump_json()
-        )
+        slot = session.slot(self.config)
         label_of = functools.partial(classify, grader=grader, read_answer=read_answer)
-
-        cache_status: CacheStatus = "off"
-        if session.cache is not None and session.cache_mode != "off":
-            slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
-            lookup = session.cache.lookup(request_hash, material, slot)
-            if lookup.entry is not None:
-                return session.finish(self._from_cache(lookup.entry, request, build, label_of))
-            if session.cache_mode == "replay":
-                raise ReplayMissError(request_hash, lookup.reason)
-            cache_status = "miss"
-
-        # Built and serialized once: every attempt sends these bytes, which bound its cost.
-        wire = WireRequest.of(self.transport.wire_body(request))
+        prepared: _Prepared | None = None
         envelopes: list[CallEnvelope] = []
         first_sent: float | None = None
         attempt = first_attempt
         while True:
-            done = await self._attempt(
-                request,
-                wire,
-                build,
-                attempt,
-                cache_status,
-                label_of,
-                first_sent,
-                attempt - first_attempt + 1,
-            )
+            async with slot:
+                if prepared is None:
+                    ready = self._prepare(request, tag, call_id, label_of)
+                    if isinstance(ready, CallResult):  # served from the cache
+                        return session.finish(ready)
+                    prepared = ready
+                done = await self._attempt(
+                    request,
+                    prepared,
+                    attempt,
+                    label_of,
+                    first_sent,
+                    attempt - first_attempt + 1,
+                )
             if first_sent is None:
                 first_sent = done.sent_at
             envelope = session.record(done.envelope)
             envelopes.append(envelope)
             if done.price_error is not None:
                 raise done.price_error
-            if envelope.status == "retried":
-                await session.sleep(float(envelope.backoff_ms or 0) / 1000)
-                attempt += 1
-                continue
-            break
+            if envelope.status != "retried":
+                break
+            await session.sleep(float(envelope.backoff_ms or 0) / 1000)
+            attempt += 1
         final = envelopes[-1]
         if (
             final.status == "ok"
             and done.outcome is not None
+            and prepared.material is not None
             and session.cache is not None
             and session.cache_mode == "record"
         ):
             session.cache.store(
                 CachedReply(
-                    key=request_hash,
-                    material=material,
-                    slot=slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn),
+                    key=prepared.request_hash,
+                    material=prepared.material,
+                    slot=slot_of(
+                        self.config.provider, self.config.model, tag.lane, tag.case_id, tag.turn
+                    ),
                     http_status=final.http_status or 200,
                     response_body=final.response_body or "",
                     response_json=final.response_json or "{}",
@@ -435,12 +562,47 @@ class ModelClient:
             )
         return session.finish(
             CallResult(
-                call_id=call_id,
+                call_id=prepared.build.call_id,
                 status=final.status,
                 response=done.response,
                 label=label,
                 envelopes=tuple(envelopes),
             )
+        )
+
+    def _prepare(
+        self, request: ModelRequest, tag: CallTag, call_id: str | None, label_of: Labeller
+    ) -> _Prepared | CallResult:
+        """What every attempt of the call shares, made once the call holds its slot: the
+        request hash, the call id, the envelope builder and the wire bytes; or, on a cache
+        hit, the call's result (a replay miss raises)."""
+        session = self.session
+        config = self.config
+        material = cache_material(config, request)
+        request_hash = key_of(material)
+        call_id = call_id or session.next_call_id(config.name, tag, request_hash)
+        build = _Envelopes(
+            session, config, request, tag, call_id, request_hash, request.model_dump_json()
+        )
+        cache_status: CacheStatus = "off"
+        if session.cache is not None and session.cache_mode != "off":
+            slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
+            lookup = session.cache.lookup(request_hash, material, slot)
+            if lookup.entry is not None:
+                return self._from_cache(lookup.entry, request, build, label_of)
+            if session.cache_mode == "replay":
+                raise ReplayMissError(request_hash, lookup.reason)
+            cache_status = "miss"
+        # Built and serialized once: every attempt sends these bytes, which bound its cost.
+        wire = WireRequest.of(self.transport.wire_body(request))
+        return _Prepared(
+            request_hash=request_hash,
+            material=material if cache_status != "off" else None,
+            build=build,
+            wire=wire,
+            input_bound=input_token_bound(wire.data, config.input_token_overhead),
+            output_limit=wire_output_limit(wire.body),
+            cache_status=cache_status,
         )
 
     def _price_usage(
@@ -468,79 +630,76 @@ class ModelClient:
     async def _attempt(
         self,
         request: ModelRequest,
-        wire: WireRequest,
-        build: _Envelopes,
+        prepared: _Prepared,
         attempt: int,
-        cache_status: CacheStatus,
         label_of: Labeller,
         first_sent: float | None,
         tries: int,
     ) -> _AttemptDone:
+        """One attempt; the caller holds the call's provider slot around it."""
         session = self.session
         config = self.config
-        async with session.slot(config):
-            day = session.clock()
-            started_at = datetime.now(UTC).replace(tzinfo=None)
-            worst = session.price_book.worst_case_cost(
-                config.priced_as,
-                day,
-                input_token_bound(wire.data, config.input_token_overhead),
-                wire_output_limit(wire.body),
-            )
-            unsent = functools.partial(
-                build.build,
-                attempt,
-                started_at=started_at,
-                day=day,
-                cache_status=cache_status,
-                reserved_usd=worst.cost_usd,
-                price_tier=worst.tier_id,
-            )
+        build = prepared.build
+        wire = prepared.wire
+        day = session.clock()
+        started_at = datetime.now(UTC).replace(tzinfo=None)
+        worst = session.price_book.worst_case_cost(
+            config.priced_as, day, prepared.input_bound, prepared.output_limit
+        )
+        reservation = None
+        if session.budget is not None:
             where = f"{build.tag.lane}/{build.tag.case_id}/turn {build.tag.turn}"
-            reservation = None
-            if session.budget is not None:
-                try:
-                    reservation = await session.budget.acquire(worst.cost_usd, where)
-                except BudgetStoppedError as stop:
-                    label = label_of("budget_stopped", None, request.tools)
-                    refused = unsent(
-                        status="budget_stopped",
-                        label=label,
-                        failure_cause="budget",
-                        failure_detail=str(stop),
-                    )
-                    return _AttemptDone(
-                        envelope=refused,
-                        label=label,
-                        outcome=None,
-                        response=None,
-                        sent_at=None,
-                        price_error=None,
-                    )
-            # Until the outcome says otherwise, the attempt may have cost its worst case.
-            spent_usd = worst.cost_usd
             try:
-                # What the journal keeps if the process dies before the attempt lands: an
-                # interrupted attempt (‡), which the provider may have billed. The
-                # attempt's own envelope supersedes it.
-                session.record_pending(
-                    unsent(
-                        status="infra_error",
-                        label=INTERRUPTED_LABEL,
-                        failure_cause="interrupted",
-                        failure_detail=INTERRUPTED_DETAIL,
-                    )
+                reservation = await session.budget.acquire(worst.cost_usd, where)
+            except BudgetStoppedError as stop:
+                label = label_of("budget_stopped", None, request.tools)
+                refused = build.build(
+                    attempt,
+                    status="budget_stopped",
+                    label=label,
+                    started_at=started_at,
+                    day=day,
+                    cache_status=prepared.cache_status,
+                    reserved_usd=worst.cost_usd,
+                    price_tier=worst.tier_id,
+                    failure_cause="budget",
+                    failure_detail=str(stop),
                 )
-                crash_point("harness.sending")
-                sent_at = time.monotonic()
-                clock_start = time.perf_counter()
-                outcome = await self.transport.send(wire, request)
-                elapsed_ms = (time.perf_counter() - clock_start) * 1000
-                actual, price_error = self._price_usage(outcome, day)
-                spent_usd = settled_cost(outcome, actual, worst)
-            finally:
-                if reservation is not None and session.budget is not None:
-                    session.budget.settle(reservation, spent_usd)
+                return _AttemptDone(
+                    envelope=refused,
+                    label=label,
+                    outcome=None,
+                    response=None,
+                    sent_at=None,
+                    price_error=None,
+                )
+        # Until the outcome says otherwise, the attempt may have cost its worst case.
+        spent_usd = worst.cost_usd
+        # What the journal keeps if the process dies before the attempt lands: an
+        # interrupted attempt (‡), which the provider may have billed. The attempt's own
+        # envelope (a copy of this one with what came back) supersedes it.
+        pending = build.pending(
+            self._pending_template,
+            attempt,
+            started_at=started_at,
+            day=day,
+            cache_status=prepared.cache_status,
+            reserved_usd=worst.cost_usd,
+            price_tier=worst.tier_id,
+        )
+        self._pending_template = pending
+        try:
+            session.record_pending(pending)
+            crash_point("harness.sending")
+            sent_at = time.monotonic()
+            clock_start = time.perf_counter()
+            outcome = await self.transport.send(wire, request)
+            elapsed_ms = (time.perf_counter() - clock_start) * 1000
+            actual, price_error = self._price_usage(outcome, day)
+            spent_usd = settled_cost(outcome, actual, worst)
+        finally:
+            if reservation is not None and session.budget is not None:
+                session.budget.settle(reservation, spent_usd)
 
         response = outcome.response
         status: CallStatus
@@ -563,14 +722,10 @@ class ModelClient:
         detail = outcome.detail
         if price_error is not None:
             detail = f"landed but unpriced (worst case kept as spent): {price_error}"
-        envelope = build.build(
-            attempt,
+        envelope = build.landed(
+            pending,
             status=status,
             label=label,
-            started_at=started_at,
-            day=day,
-            cache_status=cache_status,
-            reserved_usd=worst.cost_usd,
             price_tier=actual.tier_id if actual else None,
             cost_usd=actual.cost_usd if actual else None,
             failure_cause=outcome.cause,
@@ -741,7 +896,7 @@ class CallSession:
         """
         if self.redact.finds("\0".join(filter(None, envelope_texts(envelope)))):
             envelope = self.redact_envelope(envelope)
-        self.journal.append_line(envelope.model_dump_json())
+        self.journal.append_json(envelope_json(envelope))
         return envelope
 
     def record(self, envelope: CallEnvelope) -> CallEnvelope:
