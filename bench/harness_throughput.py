@@ -4,6 +4,8 @@ At 16, 64 and 256 calls in flight it measures calls per second of:
 - ours: `CallSession` + `ModelClient.call` (journal, budget reservation, pricing, labels)
   on a `openai_compatible` config, i.e. the lean aiohttp transport;
 - a bare async `openai` loop (the ceiling an SDK client reaches here, nothing recorded);
+- a bare aiohttp loop (the transport ours uses, with nothing recorded: the ceiling of
+  any client built on it here, since the client and the sim share the machine's cores);
 - Inspect AI's `eval()` on the same prompts, in a bench-only virtualenv the script creates
   itself (`var/bench-inspect`, never a project dependency);
 - with `--sdk-path`, ours again through the `openai` SDK transport (what `openai_chat`
@@ -171,6 +173,45 @@ async def run_bare(base_url: str, level: int, calls: int, phase: str) -> Measure
     return await timed(calls, run)
 
 
+async def run_aiohttp(base_url: str, level: int, calls: int, phase: str) -> Measure:
+    """One whole run of a bare aiohttp loop: the session ours uses (unbounded pool, no
+    cookie jar), a JSON body in, the reply's JSON out, nothing recorded."""
+    import aiohttp
+
+    async def run() -> None:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+        )
+        headers = {"Authorization": f"Bearer {BENCH_KEY}", "Content-Type": "application/json"}
+        gate = asyncio.Semaphore(level)
+
+        async def one(index: int) -> None:
+            body = {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": prompt(level, index, phase)}],
+                "max_tokens": MAX_TOKENS,
+                "seed": index,
+            }
+            async with (
+                gate,
+                session.post(
+                    f"{base_url}/chat/completions", data=json.dumps(body), headers=headers
+                ) as reply,
+            ):
+                if reply.status != 200:
+                    raise RuntimeError(f"bare aiohttp call {index} got HTTP {reply.status}")
+                json.loads(await reply.read())
+
+        try:
+            await asyncio.gather(*(one(i) for i in range(calls)))
+        finally:
+            await session.close()
+
+    return await timed(calls, run)
+
+
 INSPECT_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
@@ -277,6 +318,7 @@ class Row:
     level: int
     ours: list[Measure]
     bare: list[Measure]
+    aiohttp: list[Measure]
     inspect: list[Measure]
     sdk: list[Measure]
 
@@ -294,9 +336,12 @@ class Row:
         known = [v for v in values if v is not None]
         return statistics.median(known) if known else None
 
-    def ours_over_inspect(self) -> float | None:
-        ours, theirs = self.fraction(self.ours), self.fraction(self.inspect)
+    def ours_over(self, measures: list[Measure]) -> float | None:
+        ours, theirs = self.fraction(self.ours), self.fraction(measures)
         return ours / theirs if ours is not None and theirs else None
+
+    def ours_over_inspect(self) -> float | None:
+        return self.ours_over(self.inspect)
 
 
 def fmt(value: float | None, spec: str = "6.2f") -> str:
@@ -312,12 +357,15 @@ def measure_level(
     for kind in ("aiohttp", "sdk") if args.sdk_path else ("aiohttp",):
         asyncio.run(run_ours(url, level, level, "warm", work, kind))
     asyncio.run(run_bare(url, level, level, "bare-warm"))
-    row = Row(level, [], [], [], [])
+    asyncio.run(run_aiohttp(url, level, level, "aiohttp-warm"))
+    row = Row(level, [], [], [], [], [])
     for repeat in range(args.repeats):  # interleaved, so drift hits each alike
         sim.reset()
         row.ours.append(asyncio.run(run_ours(url, level, calls, f"run{repeat}", work, "aiohttp")))
         sim.reset()
         row.bare.append(asyncio.run(run_bare(url, level, calls, f"bare{repeat}")))
+        sim.reset()
+        row.aiohttp.append(asyncio.run(run_aiohttp(url, level, calls, f"aiohttp{repeat}")))
         if args.sdk_path:
             sim.reset()
             row.sdk.append(asyncio.run(run_ours(url, level, calls, f"sdk{repeat}", work, "sdk")))
@@ -370,7 +418,7 @@ def main() -> int:
     print(
         f"simulated provider at {LATENCY_MS:.0f} ms; each run: {args.rounds} x in-flight calls, "
         "timed whole (client open -> every call -> close), in a warm process; "
-        f"medians of {args.repeats} runs per client (ours and bare interleaved here, "
+        f"medians of {args.repeats} runs per client (ours, bare and aiohttp interleaved here, "
         "Inspect AI's evals in one child process after a warm-up eval)"
     )
     print(
@@ -382,8 +430,9 @@ def main() -> int:
     sdk_head = f" {'ours-sdk':>8} {'cpu ms':>6}" if args.sdk_path else ""
     print(
         f"{'in flight':>9} {'ideal/s':>8} {'ours':>6} {'cpu ms':>6} {'bare':>6} {'cpu ms':>6} "
-        f"{'inspect':>7} {'ours/insp':>9}{sdk_head}   (rates as fractions of ideal; "
-        "cpu ms: the client's CPU per call)"
+        f"{'aiohttp':>7} {'cpu ms':>6} {'inspect':>7} {'ours/insp':>9}{sdk_head}   "
+        "(rates as fractions of ideal; bare: the openai SDK, aiohttp: a bare aiohttp loop, "
+        "both recording nothing; cpu ms: the client's CPU per call)"
     )
     missed: list[str] = []
     unmeasured: list[str] = []
@@ -398,6 +447,7 @@ def main() -> int:
         print(
             f"{row.level:>9} {row.ideal:8.1f} {fmt(ours)} {fmt(row.cpu_ms(row.ours))} "
             f"{fmt(row.fraction(row.bare))} {fmt(row.cpu_ms(row.bare))} "
+            f"{fmt(row.fraction(row.aiohttp), '7.2f')} {fmt(row.cpu_ms(row.aiohttp))} "
             f"{fmt(row.fraction(row.inspect), '7.2f')} {fmt(ratio, '9.2f')}{sdk_cols}"
         )
         goal = GOALS[row.level]
@@ -422,6 +472,8 @@ def main() -> int:
     summary = [
         series("ours/ideal", [(r.level, r.fraction(r.ours)) for r in rows]),
         series("bare/ideal", [(r.level, r.fraction(r.bare)) for r in rows]),
+        series("aiohttp/ideal", [(r.level, r.fraction(r.aiohttp)) for r in rows]),
+        series("ours/aiohttp", [(r.level, r.ours_over(r.aiohttp)) for r in rows]),
         series("inspect/ideal", [(r.level, r.fraction(r.inspect)) for r in rows]),
         series("ours/inspect", [(r.level, r.ours_over_inspect()) for r in rows]),
     ]
