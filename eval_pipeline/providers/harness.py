@@ -56,6 +56,7 @@ from eval_pipeline.providers.cache import (
     key_of,
     slot_of,
 )
+from eval_pipeline.providers.collector import calls_in_flight
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.envelope import (
     CacheStatus,
@@ -828,10 +829,14 @@ class CallSession:
         self.loaded_rows = 0
 
     async def __aenter__(self) -> CallSession:
+        calls_in_flight.enter()
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
+        try:
+            await self.aclose()
+        finally:
+            calls_in_flight.exit()
 
     def client(
         self,
