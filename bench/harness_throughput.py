@@ -175,8 +175,12 @@ async def run_bare(base_url: str, level: int, calls: int, phase: str) -> Measure
 
 async def run_aiohttp(base_url: str, level: int, calls: int, phase: str) -> Measure:
     """One whole run of a bare aiohttp loop: the session ours uses (unbounded pool, no
-    cookie jar), a JSON body in, the reply's JSON out, nothing recorded."""
+    cookie jar), a JSON body in, the reply's JSON out, nothing recorded; under the garbage
+    collector's setting a call session runs under (`providers/collector.py`), so that the
+    two differ only in what ours does per call."""
     import aiohttp
+
+    from eval_pipeline.providers.collector import calls_in_flight
 
     async def run() -> None:
         session = aiohttp.ClientSession(
@@ -204,10 +208,12 @@ async def run_aiohttp(base_url: str, level: int, calls: int, phase: str) -> Meas
                     raise RuntimeError(f"bare aiohttp call {index} got HTTP {reply.status}")
                 json.loads(await reply.read())
 
+        calls_in_flight.enter()
         try:
             await asyncio.gather(*(one(i) for i in range(calls)))
         finally:
             await session.close()
+            calls_in_flight.exit()
 
     return await timed(calls, run)
 
