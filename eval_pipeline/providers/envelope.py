@@ -130,19 +130,15 @@ class EnvelopeJournal:
     def append(self, envelope: CallEnvelope) -> None:
         self.append_json(envelope_json(envelope))
 
-    def append_line(self, line: str) -> None:
-        """Append one envelope already serialized (`CallEnvelope.model_dump_json()`)."""
-        self.append_json(line.encode("utf-8"))
-
     def append_json(self, line: bytes) -> None:
         """Append one envelope already serialized to UTF-8 JSON (`envelope_json`)."""
         data = line + b"\n"
         with self._lock:
             if self._file is None:
                 raise JournalError(f"journal {self.path} is closed")
-            done = self._file.write(data) or 0
+            done = self._file.write(data)
             while done < len(data):  # a regular file takes it whole; a short write goes on
-                done += self._file.write(data[done:]) or 0
+                done += self._file.write(data[done:])
             if self._fsync:
                 os.fsync(self._file.fileno())
             self.written += 1

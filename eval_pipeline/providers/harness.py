@@ -361,7 +361,7 @@ class _Envelopes:
         a day that is not a plain `date` is validated. `test_provider_envelope_copy.py`
         checks, over generated calls, that the copy equals the validated record.
         """
-        if template is None or type(day) is not date or type(self.call_id) is not str:
+        if template is None or type(day) is not date:
             return self.build(
                 attempt,
                 status="infra_error",

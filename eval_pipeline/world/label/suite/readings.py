@@ -43,6 +43,11 @@ WHOLE_WORLD_LINES = 150_000
 need every subject to find cases that discriminate)."""
 
 
+def side_by_side_workers() -> int:
+    """Threads for the suite's work that runs side by side (polars releases the GIL)."""
+    return min(4, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class Views:
     """The answer key (``rules``) and one view per misreading, keyed by misreading id."""
@@ -190,7 +195,7 @@ def build_views(
         return LabelData(world=world, truth=tables, reading=m.reading)
 
     # Polars releases the GIL: the misreadings run side by side on the machine's cores.
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool_executor:
+    with ThreadPoolExecutor(max_workers=side_by_side_workers()) as pool_executor:
         views = list(pool_executor.map(view, misreadings))
     misread = {m.misreading_id: v for m, v in zip(misreadings, views, strict=True)}
     part_key = dict(rules_part, anomalies=truth["anomalies"], canary=truth["canary"])

@@ -9,7 +9,6 @@ rarest misreadings first, preferring subjects that exercise a misreading still s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from eval_pipeline.fixtures.case import (
 )
 from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID, RuleReading
 from eval_pipeline.world.label.suite.answers import LabelData
-from eval_pipeline.world.label.suite.readings import Views
+from eval_pipeline.world.label.suite.readings import Views, side_by_side_workers
 from eval_pipeline.world.label.suite.templates import Template
 from eval_pipeline.world.rng import Stream
 
@@ -260,7 +259,7 @@ class Selector:
         # Polars releases the GIL: templates are evaluated side by side on the machine's
         # cores (each is a pure function of the views; the first error in template order
         # is the one raised, as when run one by one).
-        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as executor:
+        with ThreadPoolExecutor(max_workers=side_by_side_workers()) as executor:
             evaluated = list(executor.map(self.evaluate, templates))
         exercised = {t.name: self._exercised(e) for t, e in zip(templates, evaluated, strict=True)}
         support: dict[str, int] = {m: 0 for m in self.views.misread}
