@@ -197,55 +197,74 @@ class Selector:
             frame = frame.filter(pl.col(str(template.artist_column)).is_in(sorted(self.views.pool)))
         frame = frame.unique(subset=params, keep="first", maintain_order=True).sort(params)
         misread_views = self.views.misread if template.reads_rulebook else {}
-        for misreading_id, view in misread_views.items():
-            if inputs.same_in(view):
-                # The same inputs give the same answers: this misreading changes none.
-                frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(misreading_id))
-                continue
-            other = template.table(view).select(*params, pl.col("answer").alias(misreading_id))
-            other = other.unique(subset=params, keep="first")
-            frame = frame.join(other, on=params, how="left", maintain_order="left")
-            if template.absent_answer is not None:
-                frame = frame.with_columns(pl.col(misreading_id).fill_null(template.absent_answer))
-        # Keep a misreading's answer only where it differs from the rules'.
-        differs = {
-            m: pl.when(pl.col(m) != pl.col("answer")).then(pl.col(m).cast(pl.String))
-            for m in misread_views
-        }
-        frame = frame.with_columns(**differs)
+        misread = self._misread_answers(template, inputs, frame, misread_views)
+        # A candidate's mask: a bit per misreading whose answer differs.
+        bit_of = {m: 1 << bit for m, bit in self.bits.items()}
+        masks = misread.group_by(_INDEX).agg(
+            pl.col("misreading").replace_strict(bit_of, return_dtype=pl.Int64).sum()
+        )
+        # A rule-bearing template keeps the candidates some misreading answers otherwise; one
+        # that requires a rule, those a misreading of that rule answers otherwise.
+        keep: pl.Series | None = None
         if template.rule_bearing:
-            exercised = [pl.col(m).is_not_null() for m in misread_views]
-            frame = frame.filter(pl.any_horizontal(exercised)) if exercised else frame.clear()
+            keep = misread.get_column(_INDEX)
         if template.requires_rule is not None:
             ruled = [
-                pl.col(m).is_not_null()
-                for m in misread_views
-                if MISREADINGS_BY_ID[m].rule_id == template.requires_rule
+                m for m in misread_views if MISREADINGS_BY_ID[m].rule_id == template.requires_rule
             ]
-            frame = frame.filter(pl.any_horizontal(ruled)) if ruled else frame.clear()
+            keep = misread.filter(pl.col("misreading").is_in(ruled)).get_column(_INDEX)
+        frame = frame.with_row_index(_INDEX).with_columns(pl.col(_INDEX).cast(pl.Int64))
+        if keep is not None:
+            frame = frame.filter(pl.col(_INDEX).is_in(keep.implode()))
         if frame.height < template.count:
             raise SuiteTooSmallError(
                 f"suite template {template.name} needs {template.count} subjects, the world offers "
                 f"{frame.height}"
             )
-        mask: pl.Expr = pl.lit(0, dtype=pl.Int64)
-        for m in misread_views:
-            mask = mask + pl.when(pl.col(m).is_not_null()).then(1 << self.bits[m]).otherwise(0)
-        frame = frame.with_columns(mask.cast(pl.Int64).alias(_MASK))
-        misread = (
-            frame.select(*misread_views)
-            .with_row_index(_INDEX)
-            .unpivot(index=_INDEX, variable_name="misreading", value_name="misread_answer")
-            .drop_nulls("misread_answer")
-            .with_columns(pl.col(_INDEX).cast(pl.Int64))
-            if misread_views
-            else pl.DataFrame(schema=_MISREAD_SCHEMA)
+        # Renumber the candidates left, in order, and their misread answers with them.
+        renumber = frame.select(pl.col(_INDEX).alias("_was"), pl.int_range(pl.len()).alias("_now"))
+        frame = (
+            frame.join(masks, on=_INDEX, how="left", maintain_order="left")
+            .with_columns(pl.col("misreading").fill_null(0).alias(_MASK))
+            .drop(_INDEX, "misreading")
         )
-        evaluated = Evaluated(
-            frame=frame.drop(*misread_views), misread=misread, artist=template.artist_column
-        )
+        misread = misread.join(
+            renumber, left_on=_INDEX, right_on="_was", maintain_order="left"
+        ).select(pl.col("_now").cast(pl.Int64).alias(_INDEX), "misreading", "misread_answer")
+        evaluated = Evaluated(frame=frame, misread=misread, artist=template.artist_column)
         self.evaluated[template.name] = evaluated
         return evaluated
+
+    def _misread_answers(
+        self,
+        template: Template,
+        inputs: _Inputs,
+        frame: pl.DataFrame,
+        misread_views: Mapping[str, LabelData],
+    ) -> pl.DataFrame:
+        """Each candidate's answer under each misreading, where it differs from the rules'
+        (``_index``: the candidate's row in ``frame``, misreading, answer), by misreading
+        then row. One misreading at a time: at 10x a template can have 800,000 candidates,
+        and a column of answers per misreading side by side was most of the suite's memory."""
+        params = list(template.params)
+        rules = frame.select(*params, "answer").with_row_index(_INDEX)
+        found: list[pl.DataFrame] = [pl.DataFrame(schema=_MISREAD_SCHEMA)]
+        for misreading_id, view in misread_views.items():
+            if inputs.same_in(view):
+                continue  # The same inputs give the same answers: this misreading changes none.
+            other = template.table(view).select(*params, pl.col("answer").alias("_theirs"))
+            other = other.unique(subset=params, keep="first")
+            theirs = rules.join(other, on=params, how="left", maintain_order="left")
+            if template.absent_answer is not None:
+                theirs = theirs.with_columns(pl.col("_theirs").fill_null(template.absent_answer))
+            found.append(
+                theirs.filter(pl.col("_theirs") != pl.col("answer")).select(
+                    pl.col(_INDEX).cast(pl.Int64),
+                    misreading=pl.lit(misreading_id, dtype=pl.String),
+                    misread_answer=pl.col("_theirs").cast(pl.String),
+                )
+            )
+        return pl.concat(found)
 
     def _exercised(self, evaluated: Evaluated) -> dict[str, int]:
         """How many of the candidates exercise each misreading."""
