@@ -298,16 +298,30 @@ def _interesting_lines(
         world["releases"].select("release_id", "artist_id"), on="release_id"
     )
     isrcs = tracks.filter(pl.col("artist_id").is_in(sorted(pool))).get_column("isrc")
-    lines = world["statement_lines"].filter(pl.col("isrc").is_in(isrcs.implode()))
-    registered = lines.join(truth["anomalies"].select("line_id"), on="line_id", how="semi")
-    ties = lines.join(world["fx_rates"], on=["period", "currency"]).filter(
-        (pl.col("currency") != "JPY")
-        & ((pl.col("amount_minor") * pl.col("usd_per_unit_micro")) % 100 == 50)
+    # Only what the picks read: at 10x the pool's lines are a million rows.
+    lines = (
+        world["statement_lines"]
+        .select("line_id", "isrc", "period", "currency", "amount_minor")
+        .filter(pl.col("isrc").is_in(isrcs.implode()))
     )
-    sample = stream.add_u64(lines.select("line_id"), "line_id", "key").sort("key").head(LINE_SAMPLE)
-    chosen = set(registered["line_id"].to_list()) | set(ties["line_id"].to_list())
-    chosen |= set(sample["line_id"].to_list())
-    return pl.Series("line_id", sorted(chosen), dtype=pl.Int64)
+    registered = lines.select("line_id").join(
+        truth["anomalies"].select("line_id"), on="line_id", how="semi"
+    )
+    ties = (
+        lines.join(world["fx_rates"], on=["period", "currency"])
+        .filter(
+            (pl.col("currency") != "JPY")
+            & ((pl.col("amount_minor") * pl.col("usd_per_unit_micro")) % 100 == 50)
+        )
+        .select("line_id")
+    )
+    sample = (
+        stream.add_u64(lines.select("line_id"), "line_id", "key")
+        .sort("key")
+        .head(LINE_SAMPLE)
+        .select("line_id")
+    )
+    return pl.concat([registered, ties, sample]).get_column("line_id").unique().sort()
 
 
 def _line_template(lines: pl.DataFrame, line_ids: pl.Series) -> Template:
