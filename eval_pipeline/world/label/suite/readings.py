@@ -31,7 +31,7 @@ from eval_pipeline.world.label.truth import (
     price_reading,
     subset_world,
 )
-from eval_pipeline.world.memo import Parts
+from eval_pipeline.world.memo import Parts, sharing_rows
 from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
@@ -174,6 +174,12 @@ def build_views(
         part, None, RULES, registry=rules_registry, stage=rules_stage, parts=parts
     )
 
+    # What the answer tables read of the rules' registry, in line order: a flag misreading's
+    # registry shares its rows wherever the two agree (most of them: see `sharing_rows`).
+    rules_read = truth["anomalies"].select(*REGISTRY_COLUMNS_READ)
+    if not rules_read.get_column("line_id").is_sorted():
+        rules_read = rules_read.sort("line_id")
+
     def view(m: Misreading) -> LabelData:
         # A reading of the money rules flags the lines the rules flag: the same registry.
         flagging = {name: getattr(m.reading, name) for name in FLAG_FIELDS}
@@ -194,7 +200,9 @@ def build_views(
         # A misreading's own registry keeps only what the answer tables read of one: a
         # whole world's registry per misreading is most of the suite's memory at scale.
         tables["anomalies"] = (
-            flags if flags is truth["anomalies"] else flags.select(*REGISTRY_COLUMNS_READ)
+            flags
+            if flags is truth["anomalies"]
+            else sharing_rows(rules_read, flags.select(*REGISTRY_COLUMNS_READ), "line_id")
         )
         tables["canary"] = truth["canary"]
         return LabelData(world=world, truth=tables, reading=m.reading)
