@@ -7,6 +7,9 @@ another the same world, and each would otherwise recompute what the others alrea
 last few results, each with weak references to the frames it was read from: a world read
 back from storage is new frames, and is computed afresh; a result is let go as soon as one
 of its frames is (a run that lets go of its world gets the memory back).
+
+Frames that are the same but for a few rows can also share their memory
+(:func:`sharing_rows`): the suite's views of the answer key under each misreading.
 """
 
 from __future__ import annotations
@@ -92,6 +95,11 @@ class Parts:
             return self._values.setdefault(key, (inputs, value))[1]  # type: ignore[return-value]
 
 
+MAX_SHARED_PIECES = 1_000
+"""More differing rows than this and a shared frame would be mostly small pieces (see
+:func:`sharing_rows`)."""
+
+
 def sharing_rows(base: pl.DataFrame, target: pl.DataFrame, key: str) -> pl.DataFrame:
     """``target`` (equal to it, row for row), made of zero-copy slices of ``base`` wherever
     the two agree, and ``target``'s own rows where they differ.
@@ -138,7 +146,3 @@ def sharing_rows(base: pl.DataFrame, target: pl.DataFrame, key: str) -> pl.DataF
         pieces.append(base.slice(cursor))
     shared = pl.concat(pieces, rechunk=False)
     return shared if shared.equals(target) else target
-
-
-MAX_SHARED_PIECES = 1_000
-"""More differing rows than this and a shared frame would be mostly small pieces."""
