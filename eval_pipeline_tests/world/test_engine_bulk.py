@@ -114,8 +114,6 @@ def test_code_lines_turns_every_text_column_into_its_code_and_attaches_fx() -> N
             "channel_code": pl.Int32,
             "currency_code": pl.Int32,
             "usd_per_unit_micro": pl.Int64,
-            "_divisor": pl.Int64,
-            "_numerator": pl.Int64,
         }
     )
     assert coded.frame.to_dict(as_series=False) == {
@@ -127,9 +125,10 @@ def test_code_lines_turns_every_text_column_into_its_code_and_attaches_fx() -> N
         "channel_code": [0, 1, 0, 1, None],  # CHANNELS order
         "currency_code": [0, 3, 1, 2, None],  # USD, EUR, GBP, JPY
         "usd_per_unit_micro": [1_000_000, 6_700, 1_080_000, 1_250_050, None],
-        "_divisor": [100, 1, 100, 100, None],
-        "_numerator": [150_000_000, 6_700_000, 359_640_000, 1_250_050, None],
     }
+    # amount x rate / minor units per major (100, or 1 for JPY); 12,500.5 is a tie.
+    assert coded.gross("half_even").to_list() == [1_500_000, 6_700_000, 3_596_400, 12_500, None]
+    assert coded.gross("half_up").to_list() == [1_500_000, 6_700_000, 3_596_400, 12_501, None]
 
 
 def test_code_lines_keeps_the_columns_asked_for() -> None:

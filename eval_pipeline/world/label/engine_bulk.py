@@ -34,6 +34,8 @@ from eval_pipeline.world.label.engine import (
 )
 
 _CURRENCIES: tuple[str, ...] = tuple(CURRENCY_EXPONENTS)
+_DIVISORS = pl.lit(pl.Series([10 ** CURRENCY_EXPONENTS[c] for c in _CURRENCIES]))
+"""Minor units per major unit of each currency, by currency code."""
 
 
 def _code(column: str, categories: Sequence[str]) -> pl.Expr:
@@ -57,7 +59,14 @@ class CodedLines:
     def gross(self, rounding: Rounding) -> pl.Series:
         """Every line's gross in micro-USD under ``rounding`` (computed once per rounding)."""
         if rounding not in self._gross:
-            self._gross[rounding] = self.frame.select(
+            # The product is materialized first: the rounding helper reads its numerator
+            # several times, and an eager expression would recompute a nested one each time.
+            # Neither is kept in the frame (at 10x each is 37 MB the run would hold).
+            parts = self.frame.select(
+                _numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
+                _divisor=_DIVISORS.gather(pl.col("currency_code")),
+            )
+            self._gross[rounding] = parts.select(
                 div_round(pl.col("_numerator"), pl.col("_divisor"), rounding)
             ).to_series()
         return self._gross[rounding]
@@ -97,13 +106,7 @@ def code_lines(
         usd_per_unit_micro=pl.lit(pl.Series(fx_dense, dtype=pl.Int64)).gather(
             pl.col("period_index") * n_currencies + pl.col("currency_code")
         ),
-        _divisor=pl.lit(pl.Series([10 ** CURRENCY_EXPONENTS[c] for c in _CURRENCIES])).gather(
-            pl.col("currency_code")
-        ),
     )
-    # Materialize the product first: the rounding helper reads its numerator several times,
-    # and an eager polars expression would recompute a nested one each time.
-    coded = coded.with_columns(_numerator=pl.col("amount_minor") * pl.col("usd_per_unit_micro"))
     return CodedLines(frame=coded, lines=lines, periods=tuple(periods))
 
 
@@ -236,7 +239,7 @@ def price_lines(
         unit_lines = counted if count_units is None else frame.filter(count_units)
         units_by_key = key_units(unit_lines, dense.size)
     priced = counted.select(
-        pl.exclude("_numerator", "_divisor", "currency_code"),
+        pl.exclude("currency_code"),
         units_in_period=pl.lit(units_by_key).gather(pl.col("_key")),
         _rate=pl.lit(dense.rate).gather(pl.col("_key")),
         _esc_units=pl.lit(dense.esc_units).gather(pl.col("_key")),
