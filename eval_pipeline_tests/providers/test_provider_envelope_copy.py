@@ -50,6 +50,14 @@ CONFIG = ModelConfig(
 REQUEST = ModelRequest(messages=(Message(role="user", content="say x"),), max_tokens=8, seed=3)
 STARTED = datetime(2026, 12, 1, 10, 0, 0, 123456)
 DAY = date(2026, 12, 1)
+FIRST_ATTEMPT: dict[str, Any] = {
+    "started_at": STARTED,
+    "day": DAY,
+    "cache_status": "off",
+    "reserved_usd": Decimal("0.5"),
+    "price_tier": "tier-a",
+}
+"""A client's first pre-send record's attempt values (validated: the later ones copy it)."""
 
 texts = st.text(max_size=40)
 maybe_texts = st.none() | texts
@@ -199,15 +207,7 @@ def test_a_pending_envelope_copied_from_an_earlier_one_equals_the_validated_one(
     tier: str,
     cache_status: Any,
 ) -> None:
-    first = builder().pending(
-        None,
-        1,
-        started_at=STARTED,
-        day=DAY,
-        cache_status="off",
-        reserved_usd=Decimal("0.5"),
-        price_tier="tier-a",
-    )
+    first = builder().pending(None, 1, **FIRST_ATTEMPT)
     request = ModelRequest(
         messages=(Message(role="user", content=content),),
         max_tokens=8,
@@ -234,25 +234,9 @@ def test_a_clock_giving_a_datetime_gets_the_validated_pending_envelope() -> None
     """A session's clock is the caller's: a day that is not a plain date is validated (a
     midnight datetime becomes its date, as `build` makes it), never copied as is."""
     build = builder()
-    first = build.pending(
-        None,
-        1,
-        started_at=STARTED,
-        day=DAY,
-        cache_status="off",
-        reserved_usd=Decimal("0.5"),
-        price_tier="tier-a",
-    )
+    first = build.pending(None, 1, **FIRST_ATTEMPT)
     midnight = datetime(2026, 12, 2)
-    second = build.pending(
-        first,
-        2,
-        started_at=STARTED,
-        day=midnight,
-        cache_status="off",
-        reserved_usd=Decimal("0.5"),
-        price_tier="tier-a",
-    )
+    second = build.pending(first, 2, **{**FIRST_ATTEMPT, "day": midnight})
     assert type(second.call_day) is date
     assert second.call_day == date(2026, 12, 2)
 
