@@ -54,14 +54,15 @@ ENUM_MAX_VALUES = 65_535
 
 
 def _enum_columns(frame: pl.DataFrame) -> dict[str, pl.Series]:
-    """The text columns worth storing as ENUMs, with their sorted distinct values."""
+    """The text columns worth storing as ENUMs, with their sorted distinct values (a
+    polars Enum's are found on its codes)."""
     if frame.height < ENUM_MIN_ROWS:
         return {}
     chosen = {}
     for column, dtype in frame.schema.items():
-        if dtype != pl.String or frame[column].null_count():
+        if not (dtype == pl.String or isinstance(dtype, pl.Enum)) or frame[column].null_count():
             continue
-        values = frame[column].unique().sort()
+        values = frame[column].unique().cast(pl.String).sort()
         if values.len() <= ENUM_MAX_VALUES:
             chosen[column] = values
     return chosen
@@ -137,12 +138,19 @@ def write_tables(
     return counts
 
 
-def read_table(conn: duckdb.DuckDBPyConnection, schema: str, name: str) -> pl.DataFrame:
+def read_table(
+    conn: duckdb.DuckDBPyConnection, schema: str, name: str, *, keep_codes: bool = False
+) -> pl.DataFrame:
+    """A table as a frame, its ENUM columns as text; with ``keep_codes`` as the Categorical
+    codes DuckDB hands over (a caller that holds text as codes anyway skips the text: at
+    10x the statement lines' text is 600 MB)."""
     qualified = f"{_identifier(schema)}.{_identifier(name)}"
     try:
         frame = conn.execute(f"SELECT * FROM {qualified}").pl()
     except duckdb.CatalogException as error:
         raise WarehouseError(f"warehouse has no table {qualified}: {error}") from error
+    if keep_codes:
+        return frame
     enum_columns = [c for c, t in frame.schema.items() if isinstance(t, pl.Categorical | pl.Enum)]
     return frame.with_columns([pl.col(column).cast(pl.String) for column in enum_columns])
 
@@ -170,12 +178,14 @@ def has_table(conn: duckdb.DuckDBPyConnection, qualified: str) -> bool:
     return bool(row and row[0])
 
 
-def read_schema(conn: duckdb.DuckDBPyConnection, schema: str) -> dict[str, pl.DataFrame]:
-    """Every table of a schema, by name."""
+def read_schema(
+    conn: duckdb.DuckDBPyConnection, schema: str, *, keep_codes: bool = False
+) -> dict[str, pl.DataFrame]:
+    """Every table of a schema, by name (``keep_codes``: see :func:`read_table`)."""
     names = conn.execute(
         "SELECT table_name FROM information_schema.tables "
         f"WHERE table_schema = {_text(_identifier(schema))} ORDER BY table_name"
     ).fetchall()
     if not names:
         raise WarehouseError(f"warehouse schema {schema!r} is empty or missing")
-    return {name: read_table(conn, schema, name) for (name,) in names}
+    return {name: read_table(conn, schema, name, keep_codes=keep_codes) for (name,) in names}

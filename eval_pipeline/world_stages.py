@@ -66,7 +66,7 @@ def load_world(conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
     """Read the world back from the warehouse, refusing one whose tables no longer match."""
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
     plugin = get_world_plugin(info["plugin"])
-    tables = read_schema(conn, WORLD_SCHEMA)
+    tables = read_schema(conn, WORLD_SCHEMA, keep_codes=True)
     world = plugin.world_from_tables(info["seed"], info["scale"], tables)
     if world.fingerprint != info["fingerprint"]:
         raise WarehouseError(
@@ -256,7 +256,9 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
     fixture_set = load_fixtures(recorded_fixture_path(conn))
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
     plugin = get_world_plugin(info["plugin"])
-    world = plugin.world_from_tables(info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA))
+    world = plugin.world_from_tables(
+        info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA, keep_codes=True)
+    )
     answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
     return FixtureWorldMatch(
         fixture_id=fixture_set.fixture_id,

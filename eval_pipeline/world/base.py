@@ -54,7 +54,9 @@ class WorldPlugin(Protocol):
     def world_from_tables(
         self, seed: int, scale: float, tables: Mapping[str, pl.DataFrame]
     ) -> GeneratedWorld:
-        """A world read back from storage, its fingerprint recomputed from the tables."""
+        """A world read back from storage, its fingerprint recomputed from the tables. Text
+        may arrive as text or as Categorical codes (the warehouse's ENUM columns): the
+        plugin decides how its world holds it."""
         ...
 
     def answer_key(self, world: GeneratedWorld) -> AnswerKey:

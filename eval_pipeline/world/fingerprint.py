@@ -4,7 +4,8 @@ The digest is SHA-256 over a canonical serialization:
 
 * a format tag and the caller's ``salt``;
 * tables in sorted name order; per table its name, row count, column count, and for each
-  column (in the table's column order) its name and dtype;
+  column (in the table's column order) its name and dtype (text is named ``String``
+  whether held as text, Categorical or Enum codes: the same text is the same content);
 * per column, one SHA-256 digest of its values' bytes (below); the column digests enter the
   outer hash in column order.
 
@@ -66,13 +67,24 @@ def _validity(series: pl.Series) -> bytes:
     return np.packbits(series.is_not_null().to_numpy()).tobytes()
 
 
+def _is_text(dtype: pl.DataType) -> bool:
+    return dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum)
+
+
+def _dtype_name(dtype: pl.DataType) -> str:
+    """A text column is named ``String`` however it is held (text, Categorical, Enum): the
+    values are the same text, and storage (DuckDB's ENUM read back as text) may change the
+    holding but not the content."""
+    return "String" if _is_text(dtype) else str(dtype)
+
+
 def _column_digest(series: pl.Series) -> bytes:
     """SHA-256 of one column's canonical bytes (see the module docstring)."""
     data, lengths = hashlib.sha256(), hashlib.sha256()
     dtype = series.dtype
     if dtype == pl.Null:
         form = b"null"
-    elif dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+    elif _is_text(dtype):
         form = b"text"
         text = series.cast(pl.String)
         for start in range(0, max(text.len(), 1), SLICE_ROWS):
@@ -123,7 +135,7 @@ def fingerprint_tables(tables: Mapping[str, pl.DataFrame], salt: str) -> str:
             _frame(hasher, str(df.width).encode())
             for column, dtype in df.schema.items():
                 _frame(hasher, column.encode())
-                _frame(hasher, str(dtype).encode())
+                _frame(hasher, _dtype_name(dtype).encode())
             try:
                 digests = _column_digests(df, pool)
             except pl.exceptions.PolarsError as error:

@@ -30,6 +30,7 @@ from eval_pipeline.world.label.anomalies import ANOMALY_PLAN
 from eval_pipeline.world.label.calibrate import CROSSINGS, TIES
 from eval_pipeline.world.label.catalog import canary_token
 from eval_pipeline.world.label.config import DEFAULT_CONFIG_PATH
+from eval_pipeline.world.label.line_text import as_text
 from eval_pipeline.world.label.plugin import check_planted
 from eval_pipeline.world.label.statements import PlantedLine
 
@@ -196,7 +197,7 @@ def test_anomaly_registry(label_world: GeneratedWorld, label_key: AnswerKey) -> 
     kinds = set(flaggable["kind"])
     assert {"duplicate", "unknown_isrc", "currency_mismatch", "negative_units"} <= kinds
 
-    lines = label_world.tables["statement_lines"]
+    lines = as_text(label_world.tables["statement_lines"])
     statements = label_world.tables["statements"].select(
         "statement_id", pl.col("currency").alias("statement_currency")
     )
@@ -305,7 +306,7 @@ def test_clean_lines_have_unique_keys(label_world: GeneratedWorld, label_key: An
 
 
 def test_statement_totals_are_sums_of_lines(label_world: GeneratedWorld) -> None:
-    sums = (
+    sums = as_text(
         label_world.tables["statement_lines"]
         .group_by("statement_id")
         .agg(n=pl.len(), total=pl.col("amount_minor").sum())

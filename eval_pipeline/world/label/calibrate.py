@@ -18,6 +18,7 @@ import polars as pl
 
 from eval_pipeline.world.label import engine
 from eval_pipeline.world.label.distributors import PERIODS
+from eval_pipeline.world.label.line_text import as_text, keyed_like
 from eval_pipeline.world.label.reconcile import flagged_line_ids
 from eval_pipeline.world.rng import Stream
 
@@ -31,10 +32,12 @@ def _cells(world: Mapping[str, pl.DataFrame], registry: pl.DataFrame) -> pl.Data
     contract_rates in force (source_contract_id)."""
     deals = engine.deals_in_force(world["tracks"], world["releases"], world["contracts"])
     flagged = flagged_line_ids(registry).implode()
-    units = (
-        world["statement_lines"]
-        .select("isrc", "channel", "period", "units", is_flagged=pl.col("line_id").is_in(flagged))
-        .join(deals.select("isrc", "contract_id"), on="isrc", how="inner")
+    lines = world["statement_lines"]
+    units = as_text(
+        lines.select(
+            "isrc", "channel", "period", "units", is_flagged=pl.col("line_id").is_in(flagged)
+        )
+        .join(keyed_like(deals.select("isrc", "contract_id"), lines, ["isrc"]), on="isrc")
         .group_by(["contract_id", "channel", "period"])
         .agg(
             clean_units=pl.col("units").filter(~pl.col("is_flagged")).sum(),

@@ -21,6 +21,7 @@ from eval_pipeline.world.label.config import (
     smallest_working_scale,
 )
 from eval_pipeline.world.label.distributors import DISTRIBUTORS
+from eval_pipeline.world.label.line_text import as_text, encode_line_text
 from eval_pipeline.world.label.reconcile import flag_lines
 from eval_pipeline.world.label.rulebook import policies_frame
 from eval_pipeline.world.label.statements import PlantedLine, build_statements
@@ -168,7 +169,13 @@ class LabelWorld:
         missing = [name for name in WORLD_TABLES if name not in tables]
         if missing:
             raise WorldError(f"world tables missing: {', '.join(missing)}")
-        chosen = {name: tables[name] for name in WORLD_TABLES}
+        # Statement lines hold their text as Enum codes; every other table holds text.
+        chosen = {
+            name: encode_line_text(tables[name])
+            if name == "statement_lines"
+            else as_text(tables[name])
+            for name in WORLD_TABLES
+        }
         return GeneratedWorld(
             plugin=self.name,
             generator_version=self.generator_version,

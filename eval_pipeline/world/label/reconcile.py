@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from eval_pipeline.world.label import engine
+from eval_pipeline.world.label.line_text import as_text, mapped
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
 from eval_pipeline.world.memo import ByTables
 
@@ -70,7 +71,10 @@ def duplicate_members(repeats: pl.DataFrame) -> pl.DataFrame:
     )
     members = groups.explode("ids").rename({"ids": "line_id"})
     return members.select(
-        "line_id", "statement_id", "first", last=pl.col("line_id").max().over("first")
+        "line_id",
+        pl.col("statement_id").cast(pl.String),
+        "first",
+        last=pl.col("line_id").max().over("first"),
     )
 
 
@@ -98,8 +102,7 @@ def twin_members(repeats: pl.DataFrame) -> pl.DataFrame:
         .join(repeats.select("line_id", "territory"), on="line_id", how="left")
         .select(
             "line_id",
-            "statement_id",
-            "territory",
+            pl.col("statement_id", "territory").cast(pl.String),
             "first",
             other=pl.when(pl.col("line_id") == pl.col("first"))
             .then(pl.col("second"))
@@ -204,17 +207,19 @@ def scan_evidence(world: Mapping[str, pl.DataFrame]) -> LineEvidence:
         "isrc",
         "period",
         known=pl.col("isrc").is_in(release_of_isrc.get_column("isrc").implode()),
-        statement_currency=pl.col("statement_id").replace_strict(
-            statement_currency, default=None, return_dtype=pl.String
+        statement_currency=mapped(
+            "statement_id", lines.schema["statement_id"], statement_currency, pl.String
         ),
-        period_end=pl.col("period").replace_strict(period_ends, return_dtype=pl.Date),
+        period_end=mapped("period", lines.schema["period"], period_ends, pl.Date),
     )
     # A cheap first cut: only lines before the last release date can be pre-release.
-    singles = facts.filter(
-        ~pl.col("known")
-        | (pl.col("currency") != pl.col("statement_currency"))
-        | (pl.col("units") <= 0)
-        | (pl.col("period_end") < latest_release)
+    singles = as_text(
+        facts.filter(
+            ~pl.col("known")
+            | (pl.col("currency").cast(pl.String) != pl.col("statement_currency"))
+            | (pl.col("units") <= 0)
+            | (pl.col("period_end") < latest_release)
+        )
     ).join(release_of_isrc, on="isrc", how="left")
     singles = singles.filter(
         ~pl.col("known")

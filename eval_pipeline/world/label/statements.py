@@ -23,6 +23,7 @@ from eval_pipeline.world.label.distributors import (
     fx_frame,
 )
 from eval_pipeline.world.label.engine import CHANNELS
+from eval_pipeline.world.label.line_text import LINE_COLUMNS, encode_line_text
 from eval_pipeline.world.label.lines import clean_lines
 from eval_pipeline.world.rng import Stream
 
@@ -48,20 +49,6 @@ class Statements:
 
 
 # -- assembling the world's statement tables --------------------------------------------
-
-LINE_COLUMNS: tuple[str, ...] = (
-    "line_id",
-    "statement_id",
-    "distributor_id",
-    "period",
-    "isrc",
-    "channel",
-    "territory",
-    "outlet",
-    "units",
-    "amount_minor",
-    "currency",
-)
 
 
 def _statement_meta(specs: tuple[DistributorSpec, ...]) -> pl.DataFrame:
@@ -101,7 +88,9 @@ def _attach_strings(
     currencies = pl.Series(SUPPORTED_CURRENCIES, dtype=pl.String)
 
     def by(series: pl.Series, index: str) -> pl.Expr:
-        return pl.lit(series).gather(pl.col(index))
+        # Gathered as codes: the lines never hold their text (see `line_text`).
+        codes = series.cast(pl.Enum(series.unique().drop_nulls().sort()))
+        return pl.lit(codes).gather(pl.col(index))
 
     return ints.select(
         pl.exclude("units", "amount_minor"),
@@ -169,7 +158,9 @@ def build_statements(
         .with_columns(pl.col("line_id").cast(pl.Int64))
     )
     all_isrcs = pl.concat([isrcs, pl.Series(planter.extra_isrcs, dtype=pl.String)])
-    statement_lines = _attach_strings(ints, meta, combos, all_isrcs).select(LINE_COLUMNS)
+    statement_lines = encode_line_text(
+        _attach_strings(ints, meta, combos, all_isrcs).select(LINE_COLUMNS)
+    )
 
     touched = [a.tmp for a in planter.planted] + [
         a.related_tmp for a in planter.planted if a.related_tmp is not None

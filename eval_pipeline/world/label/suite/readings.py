@@ -110,8 +110,7 @@ def _situations(
         world["statement_lines"]
         .select("line_id", "isrc")
         .join(truth["anomalies"].select("line_id"), on="line_id", how="semi")
-        .select("isrc")
-        .unique()
+        .select(pl.col("isrc").unique().cast(pl.String))
         .join(tracks.select("isrc", "artist_id"), on="isrc")
         .get_column("artist_id")
     )

@@ -16,6 +16,7 @@ from eval_pipeline.fixtures.case import (
     TRACE_NO_BATCH_SUBMITTED,
     TRACE_SINGLE_BATCH_SUBMITTED,
 )
+from eval_pipeline.world.label.line_text import as_text, keyed_like
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.templates import (
@@ -308,7 +309,9 @@ def _interesting_lines(
         truth["anomalies"].select("line_id"), on="line_id", how="semi"
     )
     ties = (
-        lines.join(world["fx_rates"], on=["period", "currency"])
+        lines.join(
+            keyed_like(world["fx_rates"], lines, ["period", "currency"]), on=["period", "currency"]
+        )
         .filter(
             (pl.col("currency") != "JPY")
             & ((pl.col("amount_minor") * pl.col("usd_per_unit_micro")) % 100 == 50)
@@ -325,7 +328,7 @@ def _interesting_lines(
 
 
 def _line_template(lines: pl.DataFrame, line_ids: pl.Series) -> Template:
-    asked = lines.filter(pl.col("line_id").is_in(line_ids.implode()))
+    asked = as_text(lines.filter(pl.col("line_id").is_in(line_ids.implode())))
     return Template(
         name="line_royalty",
         category="royalty_math",

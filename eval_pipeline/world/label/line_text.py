@@ -1,0 +1,102 @@
+"""The text of statement lines, held as polars Enums.
+
+A line's text (its statement, distributor, period, ISRC, channel, territory, outlet and
+currency) is a handful of distinct values repeated over millions of rows. As text every row
+costs a 16-byte view per column; as an Enum a one- or two-byte code. At 10x scale that is
+600 MB of the world against about 40, and every frame that carries a line's text (the
+registry, the evidence, the coded lines' sources) shrinks with it.
+
+Categories are each column's own values in sorted order, so sorting, comparing and min/max
+give what they give on the text, and a world read back from storage (where DuckDB's ENUM
+reads back as text) encodes to the same dtypes as the one generated. The fingerprint hashes
+the text either way (:mod:`eval_pipeline.world.fingerprint`).
+
+Polars refuses to join an Enum with text or with another Enum, and ``replace_strict`` casts
+its keys to the column's categories: the helpers here are how the rest of the world meets
+these columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import polars as pl
+from polars._typing import PolarsDataType
+
+LINE_COLUMNS: tuple[str, ...] = (
+    "line_id",
+    "statement_id",
+    "distributor_id",
+    "period",
+    "isrc",
+    "channel",
+    "territory",
+    "outlet",
+    "units",
+    "amount_minor",
+    "currency",
+)
+LINE_TEXT_COLUMNS: tuple[str, ...] = (
+    "statement_id",
+    "distributor_id",
+    "period",
+    "isrc",
+    "channel",
+    "territory",
+    "outlet",
+    "currency",
+)
+
+
+def encode_line_text(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` with each of :data:`LINE_TEXT_COLUMNS` an Enum of its own values, sorted
+    (from text, Categorical codes or another Enum). Lines already so encoded are returned
+    as they are: results remembered by the frame's identity (:mod:`eval_pipeline.world.memo`)
+    stay valid."""
+    encoded = {}
+    for column in LINE_TEXT_COLUMNS:
+        series = lines.get_column(column)
+        values = series.unique().drop_nulls().cast(pl.String).sort()
+        if not (isinstance(series.dtype, pl.Enum) and series.dtype.categories.equals(values)):
+            encoded[column] = pl.col(column).cast(pl.Enum(values))
+    return lines.with_columns(**encoded) if encoded else lines
+
+
+def as_text(frame: pl.DataFrame, columns: Iterable[str] | None = None) -> pl.DataFrame:
+    """``frame`` with its Enum and Categorical columns (or those named) as text: for a
+    frame small enough to meet text columns of other tables in a join or a concat (and the
+    frame itself when it holds none)."""
+    names = (
+        [c for c, t in frame.schema.items() if isinstance(t, pl.Enum | pl.Categorical)]
+        if columns is None
+        else list(columns)
+    )
+    return frame.with_columns(pl.col(names).cast(pl.String)) if names else frame
+
+
+def mapped(
+    column: str,
+    dtype: pl.DataType,
+    mapping: Mapping[str, object],
+    return_dtype: PolarsDataType,
+) -> pl.Expr:
+    """``column``'s values looked up in ``mapping`` (null where absent): for an Enum
+    ``dtype`` once per category, then gathered by code, so no row's text is materialized;
+    for text, ``replace_strict`` with a null default."""
+    if not isinstance(dtype, pl.Enum):
+        return pl.col(column).replace_strict(mapping, default=None, return_dtype=return_dtype)
+    by_code = pl.Series(
+        [mapping.get(value) for value in dtype.categories.to_list()], dtype=return_dtype
+    )
+    return pl.lit(by_code).gather(pl.col(column).to_physical()).alias(column)
+
+
+def keyed_like(
+    other: pl.DataFrame, lines: pl.DataFrame | pl.Schema, columns: Iterable[str]
+) -> pl.DataFrame:
+    """``other`` (a small table to join onto ``lines``) with its ``columns`` in the lines'
+    Enum dtypes; a value the lines never hold becomes null, which matches nothing. Only for
+    ``other`` on the right of an inner, semi or left join from the lines: its key columns
+    are not the values it had."""
+    schema = lines if isinstance(lines, pl.Schema) else lines.schema
+    return other.with_columns(pl.col(c).cast(schema[c], strict=False) for c in columns)
