@@ -311,6 +311,31 @@ def test_line_royalties_is_code_lines_then_price_lines_half_even_and_strict_by_d
     assert kept.columns[0] == "note"
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"include": pl.Series([True, True, False, True])},
+        {"include": pl.Series([True, True, False, True]), "count_units": pl.Series([True] * 4)},
+        {"units_by_key": pl.Series([0] * 16, dtype=pl.Int64).scatter([3, 8], [5, 10])},
+        {"rounding": "half_up", "escalator_strict": False},
+    ],
+)
+def test_asking_for_some_columns_gives_those_columns_of_the_whole_result(
+    options: dict[str, Any],
+) -> None:
+    whole = priced(**options)
+    for columns in (
+        ["royalty_micro", "line_id"],
+        ["units", "gross_usd_micro", "rate_ppm", "escalated", "royalty_micro"],
+        ["amount_minor", "usd_per_unit_micro", "units_in_period", "deal_index"],
+        whole.columns,
+    ):
+        assert priced(**options, columns=columns).equals(whole.select(columns)), columns
+    with pytest.raises(pl.exceptions.ColumnNotFoundError, match="isrc"):
+        priced(**options, columns=["line_id", "isrc"])
+
+
 UNKNOWN = [
     (11, "IX", "2025-01", "streaming", "USD", 1, 1),  # no deal for the ISRC
     (12, "I0", "2025-03", "streaming", "USD", 1, 1),  # period outside the run

@@ -195,6 +195,20 @@ class LineStage:
     royalties: pl.DataFrame | None
 
 
+LINE_STAGE_COLUMNS: tuple[str, ...] = (
+    "statement_index",
+    "group",
+    "units",
+    "amount_minor",
+    "gross_usd_micro",
+    "royalty_micro",
+    "rate_ppm",
+    "escalated",
+)
+"""The columns of a :class:`LineStage`'s royalties per line: what :func:`group_royalties`
+and the statement totals read."""
+
+
 def earning_lines(
     prepared: PreparedLines, registry: pl.DataFrame, reading: RuleReading
 ) -> pl.Series:
@@ -275,8 +289,11 @@ def price_reading(
             terms,
             earning,
             count_units=known if reading.flagged_units_count else None,
+            columns=LINE_STAGE_COLUMNS,
             **options,  # type: ignore[arg-type]
         )
+    if reading.convert_summed_amounts:
+        royalties = royalties.with_columns(group=group_expr()).select(LINE_STAGE_COLUMNS)
     return LineStage(deals, terms, group_royalties(royalties), royalties)
 
 
