@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.world.label.rulebook import RULES
+from eval_pipeline.world.label.suite import select
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.readings import Views
 from eval_pipeline.world.label.suite.select import COVERAGE, Candidate, Evaluated, Selector
@@ -109,3 +112,34 @@ def test_choose_picks_what_fractions_picked(
         assert fast.chosen[template.name] == expected
         assert fast.need == slow.need
     assert all(left <= COVERAGE for left in fast.need.values())
+
+
+@pytest.mark.parametrize(
+    ("lines", "workers"), [(1_000, 2), (select.SIDE_BY_SIDE_MAX_LINES, 1)], ids=["small", "scale"]
+)
+def test_templates_are_evaluated_side_by_side_only_in_worlds_of_few_lines(
+    monkeypatch: pytest.MonkeyPatch, lines: int, workers: int
+) -> None:
+    """At scale two templates' candidates at once were the suite's memory peak."""
+    pools: list[int | None] = []
+
+    class Recorded(ThreadPoolExecutor):
+        def __init__(self, max_workers: int | None = None) -> None:
+            pools.append(max_workers)
+            super().__init__(max_workers)
+
+    monkeypatch.setattr(select, "ThreadPoolExecutor", Recorded)
+    monkeypatch.setattr(select, "side_by_side_workers", lambda: 2)
+    none = Evaluated(
+        frame=pl.DataFrame({"_mask": []}, schema={"_mask": pl.Int64}),
+        misread=pl.DataFrame(),
+        artist=None,
+    )
+    monkeypatch.setattr(Selector, "evaluate", lambda self, template: none)
+    chosen = selector({m: 0 for m in MISREADINGS})
+    world = dict(chosen.views.rules.world)
+    world["statement_lines"] = pl.DataFrame({"line_id": pl.int_range(lines, eager=True)})
+    data = replace(chosen.views.rules, world=world)
+    chosen.views = replace(chosen.views, rules=data)
+    assert chosen.rarest_first(TEMPLATES[:3]) == sorted(TEMPLATES[:3], key=lambda t: t.name)
+    assert pools == [workers]

@@ -30,6 +30,10 @@ from eval_pipeline.world.label.suite.templates import Template
 from eval_pipeline.world.rng import Stream
 
 COVERAGE = 3
+SIDE_BY_SIDE_MAX_LINES = 1_000_000
+"""Templates are evaluated side by side in worlds of fewer statement lines than this (1x
+has 468,000): at 10x, two at once cost about 100 MB more at the suite's peak for no time
+saved."""
 
 
 class SuiteTooSmallError(WorldError):
@@ -277,8 +281,12 @@ class Selector:
         """Templates ordered by the rarest misreading their subjects can exercise."""
         # Polars releases the GIL: templates are evaluated side by side on the machine's
         # cores (each is a pure function of the views; the first error in template order
-        # is the one raised, as when run one by one).
-        with ThreadPoolExecutor(max_workers=side_by_side_workers()) as executor:
+        # is the one raised, as when run one by one). Not at scale: there two templates'
+        # candidates at once are the suite's memory peak, and the few big templates take
+        # most of the time either way.
+        lines = self.views.rules.world["statement_lines"].height
+        workers = side_by_side_workers() if lines < SIDE_BY_SIDE_MAX_LINES else 1
+        with ThreadPoolExecutor(max_workers=workers) as executor:
             evaluated = list(executor.map(self.evaluate, templates))
         exercised = {t.name: self._exercised(e) for t, e in zip(templates, evaluated, strict=True)}
         support: dict[str, int] = {m: 0 for m in self.views.misread}
