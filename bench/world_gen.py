@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 
@@ -24,7 +25,9 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
     """Ours, the way the main job's assets run: the world stage (generate, load into
     DuckDB), the answer-key stage and the fixtures stage (suite, freeze) on the world the
     run hands from stage to stage, then the fixtures' blocking check (which reads the
-    world and answer key back and re-fingerprints them). Fresh process, nothing cached."""
+    world and answer key back and re-fingerprints them). Each stage opens and closes its
+    own warehouse connection, as each asset does (closing checkpoints what it wrote).
+    Fresh process, nothing cached."""
     from eval_pipeline import world_stages
     from eval_pipeline.paths import default_world_config
     from eval_pipeline.warehouse import connect
@@ -32,17 +35,19 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
 
     config = load_world_config(default_world_config(), seed=20260101, scale=scale)
     hand_off = world_stages.WorldHandOff()
-    conn = connect(warehouse)
     started = time.perf_counter()
-    summary = world_stages.world_stage(conn, config, hand_off)
+    with closing(connect(warehouse)) as conn:
+        summary = world_stages.world_stage(conn, config, hand_off)
     generated, world_mb = time.perf_counter(), high_water_mb()
-    world_stages.answer_key_stage(conn, hand_off)
+    with closing(connect(warehouse)) as conn:
+        world_stages.answer_key_stage(conn, hand_off)
     keyed, key_mb = time.perf_counter(), high_water_mb()
-    fixture_set = world_stages.fixtures_stage(conn, warehouse.parent / "fixtures", hand_off)
+    with closing(connect(warehouse)) as conn:
+        fixture_set = world_stages.fixtures_stage(conn, warehouse.parent / "fixtures", hand_off)
     frozen, fixtures_mb = time.perf_counter(), high_water_mb()
-    match = world_stages.check_fixtures_match_world(conn)
+    with closing(connect(warehouse)) as conn:
+        match = world_stages.check_fixtures_match_world(conn)
     checked, check_mb = time.perf_counter(), high_water_mb()
-    conn.close()
     if not match.matches:
         raise SystemExit("the fixtures' check failed on the benchmark's own world")
     return {
