@@ -7,9 +7,9 @@ costs a 16-byte view per column; as an Enum a one- or two-byte code. At 10x scal
 registry, the evidence, the coded lines' sources) shrinks with it.
 
 Categories are each column's own values in sorted order, so sorting, comparing and min/max
-give what they give on the text, and a world read back from storage (where DuckDB's ENUM
-reads back as text) encodes to the same dtypes as the one generated. The fingerprint hashes
-the text either way (:mod:`eval_pipeline.world.fingerprint`).
+give what they give on the text, and a world read back from storage (as text, or as the
+Categorical codes of DuckDB's ENUMs) encodes to the same dtypes as the one generated. The
+fingerprint hashes the text however it is held (:mod:`eval_pipeline.world.fingerprint`).
 
 Polars refuses to join an Enum with text or with another Enum, and ``replace_strict`` casts
 its keys to the column's categories: the helpers here are how the rest of the world meets
