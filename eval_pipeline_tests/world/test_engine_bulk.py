@@ -541,6 +541,17 @@ def test_an_amount_whose_conversion_leaves_int64_is_refused_before_pricing() -> 
         engine_bulk.price_lines(coded, deals(), terms())
 
 
+def test_only_the_counted_lines_are_held_to_the_int64_bound() -> None:
+    huge = (9, "I0", "2025-01", "streaming", "USD", 1, 10**13)
+    coded = engine_bulk.code_lines(lines([*PRICED, huge]), deals(), fx_rates(), PERIODS)
+    include = pl.Series([True] * len(PRICED) + [False])
+    for columns in (None, ["line_id", "royalty_micro"]):
+        counted = engine_bulk.price_lines(coded, deals(), terms(), include, columns=columns)
+        assert counted.get_column("line_id").to_list() == [1, 2, 3, 5]
+    with pytest.raises(WorldError, match=r"^amount_minor × usd_per_unit_micro reaches"):
+        engine_bulk.price_lines(coded, deals(), terms(), pl.Series([True] * (len(PRICED) + 1)))
+
+
 def test_a_recoupment_ledger_of_no_accounts_is_empty_but_typed() -> None:
     accounts = pl.DataFrame(schema={"account_id": pl.String, "artist_id": pl.String})
     charges = pl.DataFrame(
