@@ -48,12 +48,12 @@ from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.paths import runs_dir
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
-    KEY_VERSION,
     CachedReply,
     CacheMode,
     ResponseCache,
-    canonical_json,
-    key_of,
+    call_key_json,
+    material_of,
+    request_key,
     slot_of,
 )
 from eval_pipeline.providers.collector import calls_in_flight
@@ -167,13 +167,12 @@ def utc_today() -> date:
 
 def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
     """Everything that changes the answer, and nothing that does not."""
-    return {
-        "v": KEY_VERSION,
-        "provider": config.provider,
-        "api": config.api,
-        "model": config.model,
-        "request": request.model_dump(mode="json"),
-    }
+    return material_of(config.provider, config.api, config.model, request)
+
+
+def request_hash_of(config: ModelConfig, request: ModelRequest) -> str:
+    """`key_of(cache_material(config, request))`: the cache key, recorded as request hash."""
+    return request_key(config.provider, config.api, config.model, request)
 
 
 def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCost) -> Decimal:
@@ -579,14 +578,15 @@ class ModelClient:
         hit, the call's result (a replay miss raises)."""
         session = self.session
         config = self.config
-        material = cache_material(config, request)
-        request_hash = key_of(material)
+        request_hash = request_hash_of(config, request)
         call_id = call_id or session.next_call_id(config.name, tag, request_hash)
         build = _Envelopes(
             session, config, request, tag, call_id, request_hash, request.model_dump_json()
         )
         cache_status: CacheStatus = "off"
+        material: dict[str, Any] | None = None
         if session.cache is not None and session.cache_mode != "off":
+            material = cache_material(config, request)
             slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
             lookup = session.cache.lookup(request_hash, material, slot)
             if lookup.entry is not None:
@@ -598,7 +598,7 @@ class ModelClient:
         wire = WireRequest.of(self.transport.wire_body(request))
         return _Prepared(
             request_hash=request_hash,
-            material=material if cache_status != "off" else None,
+            material=material,
             build=build,
             wire=wire,
             input_bound=input_token_bound(wire.data, config.input_token_overhead),
@@ -875,7 +875,7 @@ class CallSession:
 
     def next_call_id(self, model: str, tag: CallTag, request_hash: str) -> str:
         """Deterministic across runs: the same calls in a replay get the same ids."""
-        material = canonical_json([model, tag.lane, tag.case_id, tag.turn, request_hash])
+        material = call_key_json([model, tag.lane, tag.case_id, tag.turn, request_hash])
         base = hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
         count = self._call_counts.get(base, 0)
         self._call_counts[base] = count + 1
