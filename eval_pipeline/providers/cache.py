@@ -17,15 +17,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 from eval_pipeline.providers.errors import CacheIntegrityError
+from eval_pipeline.providers.types import Message, ModelRequest, ToolCall
 from eval_pipeline.records import FrozenRecord
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,139 @@ def canonical_json(value: Any) -> str:
 
 def key_of(material: Mapping[str, Any]) -> str:
     """The cache key of some key material."""
-    return hashlib.sha256(canonical_json(material).encode("utf-8")).hexdigest()
+    return digest_of(canonical_json(material))
+
+
+def digest_of(text: str) -> str:
+    """The SHA-256 (hex) of canonical JSON text: what `key_of` hashes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def material_of(provider: str, api: str, model: str, request: ModelRequest) -> dict[str, Any]:
+    """A request's key material: everything that changes the answer, and nothing that
+    does not (the provider identity, the wire API and model, the whole request)."""
+    return {
+        "v": KEY_VERSION,
+        "provider": provider,
+        "api": api,
+        "model": model,
+        "request": request.model_dump(mode="json"),
+    }
+
+
+# The canonical encoder's own pieces: `_text` is the C string encoder `_CANONICAL` calls
+# (ensure_ascii off), numbers are written as `json` writes them (`int.__repr__`,
+# `float.__repr__`, NaN and the infinities spelled as `json` spells them).
+_text = json.encoder.encode_basestring
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _float(value: float | None) -> str:
+    if value is None:
+        return "null"
+    if math.isfinite(value):
+        return float.__repr__(value)
+    return _NON_FINITE[float.__repr__(value)]
+
+
+def _call_json(call: ToolCall) -> str | None:
+    if type(call) is not ToolCall or not (
+        type(call.arguments) is str and type(call.id) is str and type(call.name) is str
+    ):
+        return None
+    return (
+        f'{{"arguments":{_text(call.arguments)},"id":{_text(call.id)},"name":{_text(call.name)}}}'
+    )
+
+
+def _message_json(message: Message) -> str | None:
+    content, role, call_id = message.content, message.role, message.tool_call_id
+    if type(message) is not Message or not (
+        type(content) is str
+        and type(role) is str
+        and type(message.is_error) is bool
+        and (call_id is None or type(call_id) is str)
+    ):
+        return None
+    calls: list[str] = []
+    for call in message.tool_calls:
+        text = _call_json(call)
+        if text is None:
+            return None
+        calls.append(text)
+    return (
+        f'{{"content":{_text(content)},"is_error":{"true" if message.is_error else "false"},'
+        f'"role":{_text(role)},"tool_call_id":{"null" if call_id is None else _text(call_id)},'
+        f'"tool_calls":[{",".join(calls)}]}}'
+    )
+
+
+def _request_json(request: ModelRequest) -> str | None:
+    """`canonical_json(request.model_dump(mode="json"))`, written field by field (sorted),
+    or None when a value is not of its field's plain type (a subclass, an unvalidated
+    record): then only the general path is sure to write what it writes. `tools` and
+    `extra` (free-form JSON schemas and parameters) are dumped and encoded as before."""
+    if type(request) is not ModelRequest:
+        return None
+    messages: list[str] = []
+    for message in request.messages:
+        text = _message_json(message)
+        if text is None:
+            return None
+        messages.append(text)
+    seed, choice, stop = request.seed, request.tool_choice, request.stop
+    if not (
+        type(request.max_tokens) is int
+        and type(request.replicate) is int
+        and (seed is None or type(seed) is int)
+        and (choice is None or type(choice) is str)
+        and all(type(word) is str for word in stop)
+        and all(v is None or type(v) is float for v in (request.temperature, request.top_p))
+    ):
+        return None
+    extra, tools = "{}", "[]"
+    if request.tools or request.extra:
+        free = request.model_dump(mode="json", include={"tools", "extra"})
+        extra, tools = canonical_json(free["extra"]), canonical_json(free["tools"])
+    return (
+        f'{{"extra":{extra},"max_tokens":{int.__repr__(request.max_tokens)},'
+        f'"messages":[{",".join(messages)}],"replicate":{int.__repr__(request.replicate)},'
+        f'"seed":{"null" if seed is None else int.__repr__(seed)},'
+        f'"stop":[{",".join(_text(word) for word in stop)}],'
+        f'"temperature":{_float(request.temperature)},'
+        f'"tool_choice":{"null" if choice is None else _text(choice)},'
+        f'"tools":{tools},"top_p":{_float(request.top_p)}}}'
+    )
+
+
+def request_key(provider: str, api: str, model: str, request: ModelRequest) -> str:
+    """`key_of(material_of(provider, api, model, request))`, without building the material.
+
+    A call is hashed before it is sent, on the event loop every call shares: dumping the
+    request to a dict and encoding it with sorted keys cost a call about twice what
+    writing the same canonical text directly does. The text is the same (keys in sorted
+    order, the encoder's own string and number spellings); `test_provider_cache_key.py`
+    checks it equals the general path's over generated requests.
+    """
+    head = (provider, api, model)
+    body = _request_json(request) if all(type(v) is str for v in head) else None
+    if body is None:
+        return key_of(material_of(provider, api, model, request))
+    return digest_of(
+        f'{{"api":{_text(api)},"model":{_text(model)},"provider":{_text(provider)},'
+        f'"request":{body},"v":{KEY_VERSION}}}'
+    )
+
+
+def call_key_json(parts: Sequence[str | int]) -> str:
+    """`canonical_json(list(parts))` for strings and ints (a call id's material)."""
+    if all(type(part) is str or type(part) is int for part in parts):
+        return (
+            "["
+            + ",".join(_text(part) if type(part) is str else int.__repr__(part) for part in parts)
+            + "]"
+        )
+    return canonical_json(list(parts))
 
 
 class CachedReply(FrozenRecord):

@@ -32,13 +32,13 @@ import logging
 import random
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 from rich.console import Console
@@ -48,12 +48,12 @@ from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.paths import runs_dir
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
-    KEY_VERSION,
     CachedReply,
     CacheMode,
     ResponseCache,
-    canonical_json,
-    key_of,
+    call_key_json,
+    material_of,
+    request_key,
     slot_of,
 )
 from eval_pipeline.providers.collector import calls_in_flight
@@ -167,13 +167,94 @@ def utc_today() -> date:
 
 def cache_material(config: ModelConfig, request: ModelRequest) -> dict[str, Any]:
     """Everything that changes the answer, and nothing that does not."""
-    return {
-        "v": KEY_VERSION,
-        "provider": config.provider,
-        "api": config.api,
-        "model": config.model,
-        "request": request.model_dump(mode="json"),
-    }
+    return material_of(config.provider, config.api, config.model, request)
+
+
+def request_hash_of(config: ModelConfig, request: ModelRequest) -> str:
+    """`key_of(cache_material(config, request))`: the cache key, recorded as request hash."""
+    return request_key(config.provider, config.api, config.model, request)
+
+
+def response_json(response: ModelResponse) -> str:
+    """`response.model_dump_json()`, straight from the model's serializer (the method's
+    keyword handling costs as much as the serializing, once per attempt)."""
+    return _RESPONSE_JSON(response).decode()
+
+
+_RESPONSE_JSON = ModelResponse.__pydantic_serializer__.to_json
+
+
+class ProviderSlots:
+    """A provider's limit on calls in flight: `asyncio.Semaphore`'s order, in O(1).
+
+    `asyncio.Semaphore` keeps a woken waiter in its queue until the waiter runs, and
+    finds the next one to wake by scanning the queue from the front, past every waiter
+    woken but not yet run: when a wave of replies lands in one turn of the event loop
+    (hundreds of calls in flight, thousands queued) that scan is quadratic in the wave.
+    Here a woken waiter leaves the queue and is counted (`_woken`) until it runs; the
+    rest is the semaphore's rule, step for step: a newcomer queues while any slot is
+    promised to a waiter (woken or not), a waiter that runs with a slot to spare wakes
+    the next, and one cancelled after being woken gives its slot back.
+    `test_provider_slots.py` checks the grants equal the semaphore's over generated
+    schedules of arrivals, holds and cancellations.
+    """
+
+    __slots__ = ("_free", "_waiters", "_woken")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError("a limit on calls in flight cannot be negative")
+        self._free = limit
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        """Waiters not woken yet, in arrival order (a cancelled one stays until skipped)."""
+        self._woken = 0
+
+    def locked(self) -> bool:
+        """Whether a newcomer must wait (the semaphore's `locked`)."""
+        return (
+            self._free == 0
+            or self._woken > 0
+            or any(not waiter.cancelled() for waiter in self._waiters)
+        )
+
+    async def acquire(self) -> None:
+        if not self.locked():
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if not waiter.cancelled():  # woken before the cancel landed: give the slot back
+                self._woken -= 1
+                self.release()
+            elif waiter in self._waiters:  # O(n), on cancellation only
+                self._waiters.remove(waiter)
+            raise
+        self._woken -= 1
+        if self._free > 0:
+            self._wake_next()
+
+    def release(self) -> None:
+        self._free += 1
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # a cancelled waiter is skipped
+                self._free -= 1
+                self._woken += 1
+                waiter.set_result(None)
+                return
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.release()
 
 
 def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCost) -> Decimal:
@@ -191,9 +272,9 @@ def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCo
     return Decimal(0)
 
 
-@dataclass(frozen=True, slots=True)
-class _AttemptDone:
-    """One attempt's envelope and what `call` needs besides it."""
+class _AttemptDone(NamedTuple):
+    """One attempt's envelope and what `call` needs besides it (a named tuple: made per
+    attempt, it costs a fraction of a frozen dataclass)."""
 
     envelope: CallEnvelope
     label: LabelResult
@@ -203,8 +284,7 @@ class _AttemptDone:
     price_error: PriceError | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Reply:
+class _Reply(NamedTuple):
     """What came back for an attempt, or from the cache, as an envelope records it."""
 
     http_status: int | None = None
@@ -218,13 +298,15 @@ class _Reply:
     @classmethod
     def of(cls, outcome: AttemptOutcome) -> _Reply:
         response = outcome.response
-        usage = response.usage if response else None
+        if response is None:
+            return cls(http_status=outcome.http_status, body=outcome.body)
+        usage = response.usage
         return cls(
             http_status=outcome.http_status,
             body=outcome.body,
-            response_json=response.model_dump_json() if response else None,
-            finish_reason=response.finish_reason if response else None,
-            stop_kind=response.stop_kind if response else None,
+            response_json=response_json(response),
+            finish_reason=response.finish_reason,
+            stop_kind=response.stop_kind,
             input_tokens=usage.input_tokens if usage else None,
             output_tokens=usage.output_tokens if usage else None,
         )
@@ -442,8 +524,7 @@ class _Envelopes:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
+class _Prepared(NamedTuple):
     """What every attempt of a call shares, made once the call holds a provider slot."""
 
     request_hash: str
@@ -579,14 +660,15 @@ class ModelClient:
         hit, the call's result (a replay miss raises)."""
         session = self.session
         config = self.config
-        material = cache_material(config, request)
-        request_hash = key_of(material)
+        request_hash = request_hash_of(config, request)
         call_id = call_id or session.next_call_id(config.name, tag, request_hash)
         build = _Envelopes(
             session, config, request, tag, call_id, request_hash, request.model_dump_json()
         )
         cache_status: CacheStatus = "off"
+        material: dict[str, Any] | None = None
         if session.cache is not None and session.cache_mode != "off":
+            material = cache_material(config, request)
             slot = slot_of(config.provider, config.model, tag.lane, tag.case_id, tag.turn)
             lookup = session.cache.lookup(request_hash, material, slot)
             if lookup.entry is not None:
@@ -598,7 +680,7 @@ class ModelClient:
         wire = WireRequest.of(self.transport.wire_body(request))
         return _Prepared(
             request_hash=request_hash,
-            material=material if cache_status != "off" else None,
+            material=material,
             build=build,
             wire=wire,
             input_bound=input_token_bound(wire.data, config.input_token_overhead),
@@ -822,7 +904,7 @@ class CallSession:
         self.envelopes: list[CallEnvelope] = []
         self._clients: dict[str, ModelClient] = {}
         self._configs: dict[str, ModelConfig] = {}
-        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._slots: dict[str, ProviderSlots] = {}
         self._call_counts: dict[str, int] = {}
         self._progress: Progress | None = None
         self._task: Any = None
@@ -864,18 +946,18 @@ class CallSession:
         self._configs[config.name] = config
         return client
 
-    def slot(self, config: ModelConfig) -> asyncio.Semaphore:
+    def slot(self, config: ModelConfig) -> ProviderSlots:
         """The provider's limit on calls in flight (shared by configs of one provider)."""
-        semaphore = self._slots.get(config.provider)
-        if semaphore is None:
+        slots = self._slots.get(config.provider)
+        if slots is None:
             limit = self.provider_limits.get(config.provider, config.max_in_flight)
-            semaphore = asyncio.Semaphore(limit)
-            self._slots[config.provider] = semaphore
-        return semaphore
+            slots = ProviderSlots(limit)
+            self._slots[config.provider] = slots
+        return slots
 
     def next_call_id(self, model: str, tag: CallTag, request_hash: str) -> str:
         """Deterministic across runs: the same calls in a replay get the same ids."""
-        material = canonical_json([model, tag.lane, tag.case_id, tag.turn, request_hash])
+        material = call_key_json([model, tag.lane, tag.case_id, tag.turn, request_hash])
         base = hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
         count = self._call_counts.get(base, 0)
         self._call_counts[base] = count + 1
