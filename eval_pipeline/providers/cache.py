@@ -20,11 +20,11 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from eval_pipeline.providers.errors import CacheIntegrityError
 from eval_pipeline.providers.types import Message, ModelRequest, ToolCall
@@ -84,6 +84,20 @@ def _float(value: float | None) -> str:
     return _NON_FINITE[float.__repr__(value)]
 
 
+_Item = TypeVar("_Item")
+
+
+def _each_json(items: Sequence[_Item], write: Callable[[_Item], str | None]) -> list[str] | None:
+    """Each item's JSON, or None as soon as one cannot be written directly."""
+    texts: list[str] = []
+    for item in items:
+        text = write(item)
+        if text is None:
+            return None
+        texts.append(text)
+    return texts
+
+
 def _call_json(call: ToolCall) -> str | None:
     if type(call) is not ToolCall or not (
         type(call.arguments) is str and type(call.id) is str and type(call.name) is str
@@ -103,12 +117,9 @@ def _message_json(message: Message) -> str | None:
         and (call_id is None or type(call_id) is str)
     ):
         return None
-    calls: list[str] = []
-    for call in message.tool_calls:
-        text = _call_json(call)
-        if text is None:
-            return None
-        calls.append(text)
+    calls = _each_json(message.tool_calls, _call_json)
+    if calls is None:
+        return None
     return (
         f'{{"content":{_text(content)},"is_error":{"true" if message.is_error else "false"},'
         f'"role":{_text(role)},"tool_call_id":{"null" if call_id is None else _text(call_id)},'
@@ -123,12 +134,9 @@ def _request_json(request: ModelRequest) -> str | None:
     `extra` (free-form JSON schemas and parameters) are dumped and encoded as before."""
     if type(request) is not ModelRequest:
         return None
-    messages: list[str] = []
-    for message in request.messages:
-        text = _message_json(message)
-        if text is None:
-            return None
-        messages.append(text)
+    messages = _each_json(request.messages, _message_json)
+    if messages is None:
+        return None
     seed, choice, stop = request.seed, request.tool_choice, request.stop
     if not (
         type(request.max_tokens) is int

@@ -36,15 +36,8 @@ LINE_COLUMNS: tuple[str, ...] = (
     "amount_minor",
     "currency",
 )
-LINE_TEXT_COLUMNS: tuple[str, ...] = (
-    "statement_id",
-    "distributor_id",
-    "period",
-    "isrc",
-    "channel",
-    "territory",
-    "outlet",
-    "currency",
+LINE_TEXT_COLUMNS: tuple[str, ...] = tuple(
+    c for c in LINE_COLUMNS if c not in ("line_id", "units", "amount_minor")
 )
 
 
