@@ -27,7 +27,9 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
     run hands from stage to stage, then the fixtures' blocking check (which reads the
     world and answer key back and re-fingerprints them). Each stage opens and closes its
     own warehouse connection, as each asset does (closing checkpoints what it wrote).
-    Fresh process, nothing cached."""
+    The world stage is told the run goes on (as the main job's world asset is), so below
+    `world_stages.AHEAD_MAX_ROWS` the answer key and suite are computed while the world is
+    written. Fresh process, nothing cached."""
     from eval_pipeline import world_stages
     from eval_pipeline.paths import default_world_config
     from eval_pipeline.warehouse import connect
@@ -37,7 +39,7 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
     hand_off = world_stages.WorldHandOff()
     started = time.perf_counter()
     with closing(connect(warehouse)) as conn:
-        summary = world_stages.world_stage(conn, config, hand_off)
+        summary = world_stages.world_stage(conn, config, hand_off, compute_ahead=True)
     generated, world_mb = time.perf_counter(), high_water_mb()
     with closing(connect(warehouse)) as conn:
         world_stages.answer_key_stage(conn, hand_off)

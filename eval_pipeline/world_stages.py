@@ -7,6 +7,7 @@ code, and writes its outputs back, returning a small summary for metadata and pr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.errors import FixtureIntegrityError, WarehouseError
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import (
     FixtureSet,
     WorldProvenance,
@@ -97,19 +99,63 @@ def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> A
     return answer_key
 
 
+AHEAD_MAX_ROWS = 1_000_000
+"""A world with fewer rows than this (all its tables) has its answer key and suite computed
+on a background thread while the world stage writes it to DuckDB (see :class:`WorldHandOff`).
+Not at scale: there the write's buffers would sit on top of the answer key's own peak."""
+
+
+class _Ahead:
+    """The answer key and suite of one world, computed on a background thread while the
+    stage that kept the world writes it: the write is DuckDB's own (threaded, GIL released)
+    and the two overlap. A failure is raised by the stage that asks for the result, the one
+    that would have computed it."""
+
+    def __init__(self, world: GeneratedWorld) -> None:
+        self.world = world
+        plugin = get_world_plugin(world.plugin)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="world-ahead")
+        self.answer_key: Future[AnswerKey] = self._executor.submit(plugin.answer_key, world)
+        self.cases: Future[list[Case]] = self._executor.submit(
+            lambda: plugin.build_suite(world, self.answer_key.result())
+        )
+        self._executor.shutdown(wait=False)
+
+    def cases_for(self, answer_key: AnswerKey) -> Future[list[Case]] | None:
+        """The suite computed ahead, if it was built on this very answer key."""
+        key = self.answer_key
+        if key.done() and key.exception() is None and key.result() is answer_key:
+            return self.cases
+        return None
+
+    def cancel(self) -> None:
+        """Drop what has not started (what runs finishes, unused: polars cannot be stopped)."""
+        self.cases.cancel()
+        self.answer_key.cancel()
+
+
 class WorldHandOff:
     """The world and answer key one stage of a run stored, handed to the next stage of the
     same run: read back from DuckDB (and re-fingerprinted) only when the warehouse now
     records another fingerprint than the one handed over. The fixtures' blocking check
-    still reads and re-fingerprints both, so a change behind the run's back is caught."""
+    still reads and re-fingerprints both, so a change behind the run's back is caught.
+
+    Kept with ``compute_ahead``, a small world's answer key and suite are computed on a
+    background thread from then on, so the world's DuckDB write and the answer key's
+    overlap the computing; the stages take the results only for the very world (and
+    answer key) they were computed on."""
 
     def __init__(self) -> None:
         self._world: GeneratedWorld | None = None
         self._answer_key: AnswerKey | None = None
+        self._ahead: _Ahead | None = None
 
-    def keep_world(self, world: GeneratedWorld) -> None:
+    def keep_world(self, world: GeneratedWorld, *, compute_ahead: bool = False) -> None:
+        self._drop_ahead()
         self._world = world
         self._answer_key = None
+        if compute_ahead and sum(t.height for t in world.tables.values()) < AHEAD_MAX_ROWS:
+            self._ahead = _Ahead(world)
 
     def keep_answer_key(self, answer_key: AnswerKey) -> None:
         self._answer_key = answer_key
@@ -125,8 +171,14 @@ class WorldHandOff:
         """Let go of the world and answer key (a later stage reads them back if it needs
         them): the fixtures stage is their last consumer in a run, and at scale they are
         most of the memory the run's next steps would otherwise start from."""
+        self._drop_ahead()
         self._world = None
         self._answer_key = None
+
+    def _drop_ahead(self) -> None:
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
 
     def answer_key(self, conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
         recorded = read_value(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE, "fingerprint")
@@ -134,17 +186,43 @@ class WorldHandOff:
             self._answer_key = load_answer_key(conn, world)
         return self._answer_key
 
+    def computed_answer_key(self, world: GeneratedWorld) -> AnswerKey:
+        """The answer key of ``world``: the one computed ahead for it, or computed now."""
+        ahead = self._ahead
+        if ahead is not None and ahead.world is world:
+            return ahead.answer_key.result()
+        return get_world_plugin(world.plugin).answer_key(world)
+
+    def built_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
+        """The suite of ``world`` and ``answer_key``: computed ahead on these very two, or
+        built now."""
+        ahead = self._ahead
+        if ahead is not None and ahead.world is world:
+            cases = ahead.cases_for(answer_key)
+            if cases is not None:
+                return cases.result()
+        return get_world_plugin(world.plugin).build_suite(world, answer_key)
+
 
 def world_stage(
-    conn: duckdb.DuckDBPyConnection, config: object, hand_off: WorldHandOff
+    conn: duckdb.DuckDBPyConnection,
+    config: object,
+    hand_off: WorldHandOff,
+    *,
+    compute_ahead: bool = True,
 ) -> WorldSummary:
-    """The world asset: generate from the config and load into the `world` schema."""
+    """The world asset: generate from the config and load into the `world` schema.
+    ``compute_ahead``: the run goes on to the answer key and fixtures (see
+    :class:`WorldHandOff`)."""
     from eval_pipeline.world import build_world
 
     world = build_world(config)
-    summary = store_world(conn, world)
-    hand_off.keep_world(world)
-    return summary
+    hand_off.keep_world(world, compute_ahead=compute_ahead)
+    try:
+        return store_world(conn, world)
+    except BaseException:
+        hand_off.release()  # Not stored: no later stage may take it (or what was computed).
+        raise
 
 
 def answer_key_stage(
@@ -152,7 +230,7 @@ def answer_key_stage(
 ) -> tuple[GeneratedWorld, AnswerKey, dict[str, int]]:
     """The answer-key asset: the truth tables of the stored world, into `truth`."""
     world = hand_off.world(conn)
-    answer_key = get_world_plugin(world.plugin).answer_key(world)
+    answer_key = hand_off.computed_answer_key(world)
     counts = store_answer_key(conn, answer_key)
     hand_off.keep_answer_key(answer_key)
     return world, answer_key, counts
@@ -166,7 +244,7 @@ def fixtures_stage(
     world in memory: the hand-off lets go of it (the blocking check reads it back)."""
     world = hand_off.world(conn)
     answer_key = hand_off.answer_key(conn, world)
-    fixture_set = freeze_suite(world, answer_key, root)
+    fixture_set = freeze_cases(hand_off.built_suite(world, answer_key), world, answer_key, root)
     record_fixture_set(conn, fixture_set)
     hand_off.release()
     return fixture_set
@@ -185,8 +263,15 @@ def world_provenance(world: GeneratedWorld, answer_key: AnswerKey) -> WorldProve
 
 def freeze_suite(world: GeneratedWorld, answer_key: AnswerKey, root: Path) -> FixtureSet:
     """Build the plugin's suite on this world and freeze it under `root`."""
+    cases = get_world_plugin(world.plugin).build_suite(world, answer_key)
+    return freeze_cases(cases, world, answer_key, root)
+
+
+def freeze_cases(
+    cases: list[Case], world: GeneratedWorld, answer_key: AnswerKey, root: Path
+) -> FixtureSet:
+    """Freeze a suite built on this world and answer key under `root`."""
     plugin = get_world_plugin(world.plugin)
-    cases = plugin.build_suite(world, answer_key)
     return freeze_fixtures(
         cases, world_provenance(world, answer_key), plugin.suite_version, root, plugin.tool_specs()
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import duckdb
 import pytest
 
 from eval_pipeline import world_stages
-from eval_pipeline.errors import WarehouseError
+from eval_pipeline.errors import WarehouseError, WorldError
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world import get_world_plugin
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
@@ -135,3 +136,115 @@ def test_the_fixtures_stage_lets_go_of_the_world_and_a_later_stage_reads_it_back
     assert read is not label_world
     assert read.fingerprint == label_world.fingerprint
     assert hand_off.answer_key(conn, read) is not label_key
+
+
+class _Recorded:
+    """What the label plugin's answer key and suite were asked for, and on which thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, key_error: Exception | None = None):
+        self.calls: list[tuple[str, str]] = []
+        self.results: dict[str, object] = {}
+        plugin_type = type(get_world_plugin("label"))
+        answer_key, build_suite = plugin_type.answer_key, plugin_type.build_suite
+
+        def recorded_key(plugin: object, world: GeneratedWorld) -> AnswerKey:
+            self.calls.append(("answer_key", threading.current_thread().name))
+            if key_error is not None:
+                raise key_error
+            self.results["answer_key"] = answer_key(plugin, world)  # type: ignore[arg-type]
+            return self.results["answer_key"]  # type: ignore[return-value]
+
+        def recorded_suite(plugin: object, world: GeneratedWorld, key: AnswerKey) -> object:
+            self.calls.append(("build_suite", threading.current_thread().name))
+            self.results["build_suite"] = build_suite(plugin, world, key)  # type: ignore[arg-type]
+            return self.results["build_suite"]
+
+        monkeypatch.setattr(plugin_type, "answer_key", recorded_key)
+        monkeypatch.setattr(plugin_type, "build_suite", recorded_suite)
+
+
+def _config(seed: int = 21) -> object:
+    from eval_pipeline.paths import default_world_config
+    from eval_pipeline.world import load_world_config
+
+    return load_world_config(default_world_config(), seed=seed, scale=0.05)
+
+
+def test_a_small_world_s_answer_key_and_suite_are_computed_while_it_is_written(
+    conn: duckdb.DuckDBPyConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = _Recorded(monkeypatch)
+    hand_off = world_stages.WorldHandOff()
+    world_stages.world_stage(conn, _config(), hand_off)
+    world, answer_key, _ = world_stages.answer_key_stage(conn, hand_off)
+    fixture_set = world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    # Each computed once, on the background thread, and the stages took those very results.
+    assert [name for name, _ in recorded.calls] == ["answer_key", "build_suite"]
+    assert all(thread.startswith("world-ahead") for _, thread in recorded.calls)
+    assert answer_key is recorded.results["answer_key"]
+    cases = recorded.results["build_suite"]
+    assert isinstance(cases, list) and fixture_set.manifest.case_count == len(cases)
+    # The same fixture set as computed in line, stage by stage.
+    computed = world_stages.freeze_suite(
+        world, get_world_plugin("label").answer_key(world), tmp_path / "again"
+    )
+    assert computed.fixture_id == fixture_set.fixture_id
+
+
+@pytest.mark.parametrize("why", ["run stops at the world", "world too large"])
+def test_nothing_is_computed_ahead_for_a_run_that_stops_at_the_world_or_a_large_world(
+    conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    recorded = _Recorded(monkeypatch)
+    if why == "world too large":
+        monkeypatch.setattr(world_stages, "AHEAD_MAX_ROWS", 100)
+    hand_off = world_stages.WorldHandOff()
+    world_stages.world_stage(conn, _config(), hand_off, compute_ahead=why == "world too large")
+    assert recorded.calls == []
+    world_stages.answer_key_stage(conn, hand_off)
+    assert recorded.calls == [("answer_key", threading.current_thread().name)]
+
+
+def test_an_answer_key_that_fails_ahead_fails_the_answer_key_stage_and_keeps_the_world(
+    conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _Recorded(monkeypatch, key_error=WorldError("the answer key broke"))
+    hand_off = world_stages.WorldHandOff()
+    summary = world_stages.world_stage(conn, _config(), hand_off)
+    with pytest.raises(WorldError, match="the answer key broke"):
+        world_stages.answer_key_stage(conn, hand_off)
+    assert world_stages.load_world(conn).fingerprint == summary.fingerprint
+
+
+def test_what_was_computed_ahead_is_not_taken_for_another_world_in_the_warehouse(
+    conn: duckdb.DuckDBPyConnection, small: tuple[GeneratedWorld, AnswerKey]
+) -> None:
+    other, other_key = small
+    hand_off = world_stages.WorldHandOff()
+    world_stages.world_stage(conn, _config(seed=5), hand_off)
+    world_stages.store_world(conn, other)  # Replaced behind the run's back.
+    world, answer_key, _ = world_stages.answer_key_stage(conn, hand_off)
+    assert world.fingerprint == other.fingerprint
+    assert answer_key.fingerprint == other_key.fingerprint
+
+
+def test_a_world_that_fails_to_be_stored_is_not_handed_on(
+    conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_store(connection: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> None:
+        raise WarehouseError("disk full")
+
+    recorded = _Recorded(monkeypatch)
+    hand_off = world_stages.WorldHandOff()
+    with monkeypatch.context() as patch:
+        patch.setattr(world_stages, "store_world", broken_store)
+        with pytest.raises(WarehouseError, match="disk full"):
+            world_stages.world_stage(conn, _config(), hand_off)
+    for thread in threading.enumerate():
+        if thread.name.startswith("world-ahead"):
+            thread.join()
+    # The suite of a world that was not stored is not built (the answer key had started).
+    assert [name for name, _ in recorded.calls] == ["answer_key"]
+    # Nothing stored, nothing handed on: the next stage finds no world, and says so.
+    with pytest.raises(WarehouseError, match=r"meta\.world_info"):
+        world_stages.answer_key_stage(conn, hand_off)

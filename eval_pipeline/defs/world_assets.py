@@ -33,8 +33,15 @@ def world_asset(
     from eval_pipeline.world import load_world_config
 
     config = load_world_config(Path(settings.world_config_path))
+    # The answer key and suite are computed while the world is written only when this run
+    # goes on to them (a run of the world alone would compute them for nothing).
+    # (The run's job is the subset it executes, so its asset layer says what will run.)
+    running = context.job_def.asset_layer.selected_asset_keys
+    compute_ahead = dg.AssetKey(ANSWER_KEY_ASSET) in running
     with warehouse.connection() as conn:
-        summary = world_stages.world_stage(conn, config, warehouse.hand_off)
+        summary = world_stages.world_stage(
+            conn, config, warehouse.hand_off, compute_ahead=compute_ahead
+        )
     context.log.info(
         f"world {summary.plugin} seed={summary.seed} fingerprint={summary.fingerprint}"
     )

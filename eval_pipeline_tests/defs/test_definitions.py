@@ -56,6 +56,7 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
     monkeypatch.setattr(
         world_stages, "load_world", lambda conn: read_backs.append("world") or load_world(conn)
     )
+    ahead = _record_compute_ahead(monkeypatch)
     with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
         result = dg.materialize(
             assets, instance=instance, resources=_resources(isolated_state, small_world_config)
@@ -68,6 +69,8 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
         # The run hands the world from stage to stage: the answer key and the fixtures never
         # read it back (the check reads it on its own, by design).
         assert read_backs == []
+        # ... and computes the answer key and suite while the world is written.
+        assert ahead == [True]
         [check] = result.get_asset_check_evaluations()
         assert check.passed
         fixture_id = str(check.metadata["fixture_id"].value)
@@ -81,6 +84,34 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
     }
     conn.close()
     assert {"world", "truth", "meta"} <= schemas
+
+
+def _record_compute_ahead(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each world stage was asked to compute the answer key and suite ahead."""
+    asked: list[bool] = []
+    world_stage = world_stages.world_stage
+
+    def recording(*args: object, compute_ahead: bool = True) -> object:
+        asked.append(compute_ahead)
+        return world_stage(*args, compute_ahead=compute_ahead)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(world_stages, "world_stage", recording)
+    return asked
+
+
+def test_a_run_of_the_world_alone_computes_nothing_ahead_for_stages_it_does_not_run(
+    isolated_state: Path, small_world_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ahead = _record_compute_ahead(monkeypatch)
+    with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
+        result = dg.materialize(
+            [world_asset, answer_key_asset, fixtures_asset],
+            instance=instance,
+            resources=_resources(isolated_state, small_world_config),
+            selection=[WORLD_ASSET],
+        )
+    assert result.success
+    assert ahead == [False]
 
 
 def test_check_fails_and_blocks_when_world_changed_behind_the_fixtures(
