@@ -46,6 +46,11 @@ FORMAT_TAG = b"eval-pipeline/fingerprint/v3"
 _PARALLEL_ROWS = 50_000  # below this, a thread pool costs more than it saves
 SLICE_ROWS = 1 << 20
 """Rows hashed at a time (the digest is the same for any slice size)."""
+TEXT_SLICE_ROWS = 1 << 16
+"""Rows of text hashed at a time: a slice's text is held three times over while it is
+hashed (joined by polars, as a Python string, as UTF-8 bytes), so a million rows of a long
+text column cost hundreds of MB at once (at 10x, the answer key's registry descriptions
+were the whole pipeline's memory peak); 65,536 rows keep that to a few MB."""
 
 
 def _frame(hasher: hashlib._Hash, data: bytes) -> None:
@@ -87,8 +92,8 @@ def _column_digest(series: pl.Series) -> bytes:
     elif _is_text(dtype):
         form = b"text"
         text = series.cast(pl.String)
-        for start in range(0, max(text.len(), 1), SLICE_ROWS):
-            part = text.slice(start, SLICE_ROWS)
+        for start in range(0, max(text.len(), 1), TEXT_SLICE_ROWS):
+            part = text.slice(start, TEXT_SLICE_ROWS)
             data.update(str(part.fill_null("").str.join("").item() or "").encode())
             sizes = part.str.len_bytes().fill_null(0).cast(pl.UInt32)
             lengths.update(_little_endian(sizes).tobytes())

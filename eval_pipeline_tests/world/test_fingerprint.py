@@ -155,4 +155,37 @@ def test_the_digest_does_not_depend_on_chunks_or_slices(monkeypatch: pytest.Monk
     whole = fingerprint_tables({"t": frame}, "")
     assert fingerprint_tables({"t": chunked}, "") == whole
     monkeypatch.setattr(fingerprint, "SLICE_ROWS", 4)
+    monkeypatch.setattr(fingerprint, "TEXT_SLICE_ROWS", 3)
     assert fingerprint_tables({"t": frame}, "") == whole
+
+
+_TEXT_PEAK = """
+import polars as pl
+from eval_pipeline.world.fingerprint import fingerprint_tables
+
+def status_mb(field):
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+# Two million rows of one 50-byte value: polars shares the value's bytes, so the column is
+# small in memory while its text, as the fingerprint hashes it, is 100 MB.
+frame = pl.DataFrame({"text": pl.repeat("n" * 50, 2_000_000, eager=True)})
+fingerprint_tables({"warm": frame.head(10)}, "")
+with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")  # resets this process's high-water mark to what it holds now
+before = status_mb("VmRSS")
+fingerprint_tables({"t": frame}, "")
+print(status_mb("VmHWM") - before)
+"""
+
+
+def test_hashing_a_long_text_column_holds_only_a_slice_of_its_text() -> None:
+    # At 10x the answer key's registry descriptions (800k rows) were the pipeline's memory
+    # peak: a million rows of text were held three times over while hashed.
+    rise_mb = float(
+        subprocess.run(
+            [sys.executable, "-c", _TEXT_PEAK], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    assert rise_mb < 40, f"fingerprinting 100 MB of text raised the peak by {rise_mb:.0f} MB"
