@@ -91,9 +91,9 @@ def _column_digest(series: pl.Series) -> bytes:
         form = b"null"
     elif _is_text(dtype):
         form = b"text"
-        text = series.cast(pl.String)
-        for start in range(0, max(text.len(), 1), TEXT_SLICE_ROWS):
-            part = text.slice(start, TEXT_SLICE_ROWS)
+        for start in range(0, max(series.len(), 1), TEXT_SLICE_ROWS):
+            # Codes (Enum, Categorical) become text a slice at a time, not a whole column.
+            part = series.slice(start, TEXT_SLICE_ROWS).cast(pl.String)
             data.update(str(part.fill_null("").str.join("").item() or "").encode())
             sizes = part.str.len_bytes().fill_null(0).cast(pl.UInt32)
             lengths.update(_little_endian(sizes).tobytes())
