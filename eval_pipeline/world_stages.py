@@ -209,11 +209,11 @@ def world_stage(
     config: object,
     hand_off: WorldHandOff,
     *,
-    compute_ahead: bool = True,
+    compute_ahead: bool = False,
 ) -> WorldSummary:
     """The world asset: generate from the config and load into the `world` schema.
-    ``compute_ahead``: the run goes on to the answer key and fixtures (see
-    :class:`WorldHandOff`)."""
+    ``compute_ahead``: the run goes on to the answer key and the fixtures, so they are
+    computed while the world is written (see :class:`WorldHandOff`)."""
     from eval_pipeline.world import build_world
 
     world = build_world(config)

@@ -34,10 +34,10 @@ def world_asset(
 
     config = load_world_config(Path(settings.world_config_path))
     # The answer key and suite are computed while the world is written only when this run
-    # goes on to them (a run of the world alone would compute them for nothing).
-    # (The run's job is the subset it executes, so its asset layer says what will run.)
+    # goes on to both (a run that stops short would compute them for nothing). The run's
+    # job is the subset it executes, so its asset layer says what will run.
     running = context.job_def.asset_layer.selected_asset_keys
-    compute_ahead = dg.AssetKey(ANSWER_KEY_ASSET) in running
+    compute_ahead = {dg.AssetKey(ANSWER_KEY_ASSET), dg.AssetKey(FIXTURES_ASSET)} <= running
     with warehouse.connection() as conn:
         summary = world_stages.world_stage(
             conn, config, warehouse.hand_off, compute_ahead=compute_ahead

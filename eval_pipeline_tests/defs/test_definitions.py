@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -19,6 +21,7 @@ from eval_pipeline.defs.world_assets import (
     fixtures_match_world,
     world_asset,
 )
+from eval_pipeline.world import get_world_plugin
 
 
 def test_definitions_load() -> None:
@@ -57,6 +60,7 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
         world_stages, "load_world", lambda conn: read_backs.append("world") or load_world(conn)
     )
     ahead = _record_compute_ahead(monkeypatch)
+    computed_on = _record_threads(monkeypatch)
     with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
         result = dg.materialize(
             assets, instance=instance, resources=_resources(isolated_state, small_world_config)
@@ -69,8 +73,10 @@ def test_world_answer_key_fixtures_materialize_and_check_passes(
         # The run hands the world from stage to stage: the answer key and the fixtures never
         # read it back (the check reads it on its own, by design).
         assert read_backs == []
-        # ... and computes the answer key and suite while the world is written.
+        # ... and computes the answer key and suite while the world is written, and the
+        # answer key and fixtures assets take what was computed there.
         assert ahead == [True]
+        assert computed_on == {"answer_key": ["world-ahead"], "build_suite": ["world-ahead"]}
         [check] = result.get_asset_check_evaluations()
         assert check.passed
         fixture_id = str(check.metadata["fixture_id"].value)
@@ -99,8 +105,29 @@ def _record_compute_ahead(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return asked
 
 
-def test_a_run_of_the_world_alone_computes_nothing_ahead_for_stages_it_does_not_run(
-    isolated_state: Path, small_world_config: Path, monkeypatch: pytest.MonkeyPatch
+def _record_threads(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Which threads computed the label world's answer key and suite (thread name prefixes)."""
+    threads: dict[str, list[str]] = {"answer_key": [], "build_suite": []}
+    plugin_type = type(get_world_plugin("label"))
+    for name in threads:
+        method = getattr(plugin_type, name)
+
+        def recording(*args: object, _method: Any = method, _name: str = name) -> object:
+            threads[_name].append(threading.current_thread().name.split("_")[0])
+            return _method(*args)
+
+        monkeypatch.setattr(plugin_type, name, recording)
+    return threads
+
+
+@pytest.mark.parametrize(
+    "selection", [[WORLD_ASSET], [WORLD_ASSET, ANSWER_KEY_ASSET]], ids=["world", "no fixtures"]
+)
+def test_a_run_that_stops_short_of_the_fixtures_computes_nothing_ahead(
+    isolated_state: Path,
+    small_world_config: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    selection: list[str],
 ) -> None:
     ahead = _record_compute_ahead(monkeypatch)
     with dg.DagsterInstance.local_temp(str(isolated_state / "dagster_home")) as instance:
@@ -108,7 +135,7 @@ def test_a_run_of_the_world_alone_computes_nothing_ahead_for_stages_it_does_not_
             [world_asset, answer_key_asset, fixtures_asset],
             instance=instance,
             resources=_resources(isolated_state, small_world_config),
-            selection=[WORLD_ASSET],
+            selection=selection,
         )
     assert result.success
     assert ahead == [False]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import subprocess
 import sys
@@ -183,6 +184,9 @@ print(status_mb("VmHWM") - before)
 """
 
 
+@pytest.mark.skipif(
+    not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux's /proc/self/clear_refs"
+)
 @pytest.mark.parametrize("held_as", ["text", "enum"])
 def test_hashing_a_long_text_column_holds_only_a_slice_of_its_text(held_as: str) -> None:
     # At 10x the answer key's registry descriptions (800k rows) were the pipeline's memory
