@@ -144,5 +144,7 @@ def sharing_rows(base: pl.DataFrame, target: pl.DataFrame, key: str) -> pl.DataF
             cursor = at + 1
     if cursor < base.height:
         pieces.append(base.slice(cursor))
+    if not pieces:
+        return target  # Every row of the base dropped and none added: nothing to share.
     shared = pl.concat(pieces, rechunk=False)
     return shared if shared.equals(target) else target

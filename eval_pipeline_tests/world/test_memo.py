@@ -137,3 +137,12 @@ def test_many_differences_give_the_target_itself() -> None:
     base = pl.DataFrame({"id": list(range(5_000)), "kind": ["x"] * 5_000})
     target = base.with_columns(kind=pl.lit("y"))
     assert sharing_rows(base, target, "id") is target
+
+
+def test_an_empty_target_is_given_back_as_it_is() -> None:
+    # Found by the hypothesis test above in a CI run: every row of the base dropped left
+    # nothing to piece together, and concatenating no pieces raised.
+    base = pl.DataFrame({"id": [0], "kind": [None]}, schema={"id": pl.Int64, "kind": pl.String})
+    target = base.clear()
+    shared = sharing_rows(base, target, "id")
+    assert shared.equals(target) and shared.schema == target.schema
