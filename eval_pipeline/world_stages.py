@@ -186,21 +186,25 @@ class WorldHandOff:
             self._answer_key = load_answer_key(conn, world)
         return self._answer_key
 
+    def _ahead_for(self, world: GeneratedWorld) -> _Ahead | None:
+        """What is being computed ahead, if it is for this very world."""
+        ahead = self._ahead
+        return ahead if ahead is not None and ahead.world is world else None
+
     def computed_answer_key(self, world: GeneratedWorld) -> AnswerKey:
         """The answer key of ``world``: the one computed ahead for it, or computed now."""
-        ahead = self._ahead
-        if ahead is not None and ahead.world is world:
+        ahead = self._ahead_for(world)
+        if ahead is not None:
             return ahead.answer_key.result()
         return get_world_plugin(world.plugin).answer_key(world)
 
     def built_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """The suite of ``world`` and ``answer_key``: computed ahead on these very two, or
         built now."""
-        ahead = self._ahead
-        if ahead is not None and ahead.world is world:
-            cases = ahead.cases_for(answer_key)
-            if cases is not None:
-                return cases.result()
+        ahead = self._ahead_for(world)
+        cases = ahead.cases_for(answer_key) if ahead is not None else None
+        if cases is not None:
+            return cases.result()
         return get_world_plugin(world.plugin).build_suite(world, answer_key)
 
 
