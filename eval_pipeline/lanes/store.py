@@ -11,7 +11,7 @@ without deleting the record of it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import duckdb
@@ -152,3 +152,20 @@ def load_partition_records(
         if journal.exists():
             envelopes += load_journal(journal, con)
     return {"case_runs": loaded_cases, "trace_events": loaded_events, "call_envelopes": envelopes}
+
+
+def distinct_call_counts(
+    con: duckdb.DuckDBPyConnection, settings_hashes: Mapping[tuple[str, str], Sequence[str]]
+) -> dict[tuple[str, str], int]:
+    """Distinct model calls behind each (lane, model)'s case runs under the given lane
+    settings (the envelopes a published number stands on)."""
+    counts: dict[tuple[str, str], int] = {}
+    for (lane, model), settings in settings_hashes.items():
+        row = con.execute(
+            f"SELECT count(DISTINCT call_id) FROM (SELECT unnest(from_json(call_ids, "
+            f"'[\"VARCHAR\"]')) AS call_id FROM {CASE_OUTCOMES} WHERE lane = ? AND model = ? "
+            "AND list_contains(?, settings_hash))",
+            [lane, model, list(settings)],
+        ).fetchone()
+        counts[(lane, model)] = int(row[0]) if row else 0
+    return counts
