@@ -112,18 +112,7 @@ def log_sweep(
 ) -> SweepTracking:
     """Log one sweep's stored scores: the parent run, then one nested run per lane ×
     model × seed. A failure part-way marks the runs it opened FAILED, never FINISHED."""
-    fixture_ids = sorted({s.fixture_id for s in scores})
-    if len(fixture_ids) != 1:
-        raise TrackingError(
-            f"a sweep is logged per fixture set; these scores span {fixture_ids or 'none'}"
-        )
-    fixture_id = fixture_ids[0]
-    missing = sorted({s.settings_hash for s in scores} - set(identities))
-    if missing:
-        raise TrackingError(
-            f"no lane identity recorded for settings hash(es) {', '.join(missing)}: "
-            "re-materialize the lanes' records assets so runs.lane_identities is loaded"
-        )
+    fixture_id = _one_fixture_set(scores, identities)
     experiment_name = sweep_experiment_name(fixture_id)
     experiment = experiment_id(client, experiment_name, store)
     base_params = {
@@ -137,41 +126,19 @@ def log_sweep(
     groups: dict[tuple[str, str, int], list[CaseScore]] = defaultdict(list)
     for score in scores:
         groups[(score.lane, score.model, score.seed)].append(score)
-    by_lane_model: dict[tuple[str, str], list[CaseScore]] = defaultdict(list)
-    for score in scores:
-        by_lane_model[(score.lane, score.model)].append(score)
-    summaries = [summarize_lane(lane, model, rows) for (lane, model), rows in by_lane_model.items()]
-
     run_tags = {KIND_TAG: "sweep", FIXTURE_TAG: fixture_id, **tags}
     parent = start_run(client, experiment, name, tags=run_tags)
     opened = [parent]
     nested: list[TrackedRun] = []
     try:
-        parent_metrics: dict[str, float] = {}
-        for summary in summaries:
-            parent_metrics.update(summary_metrics(summary, f"{summary.lane}.{summary.model}."))
-        log_values(
+        parent_metrics = _log_parent(
             client,
             parent,
-            params={
-                **base_params,
-                "lanes": json.dumps(sorted({lane for lane, _ in by_lane_model})),
-                "models": json.dumps(sorted({model for _, model in by_lane_model})),
-                "seeds": json.dumps(sorted({seed for _, _, seed in groups})),
-            },
-            metrics=parent_metrics,
-        )
-        log_texts(
-            client,
-            parent,
-            {
-                "sweep_summary.md": summary_markdown(summaries) + "\n",
-                "lane_summaries.json": json.dumps(
-                    [json.loads(s.model_dump_json()) for s in summaries], indent=1
-                ),
-                "packages.txt": "".join(f"{n}=={v}\n" for n, v in code.packages.items()),
-                **(artifacts or {}),
-            },
+            scores,
+            base_params,
+            code,
+            artifacts or {},
+            seeds=sorted({seed for _, _, seed in groups}),
         )
         for (lane, model, seed), rows in sorted(groups.items()):
             run_name = f"{model} · {lane} · seed {seed}"
@@ -189,26 +156,7 @@ def log_sweep(
                 parent_run_id=parent,
             )
             opened.append(run_id)
-            hashes = sorted({s.settings_hash for s in rows})
-            params = {
-                **base_params,
-                "lane": lane,
-                "model": model,
-                "seed": str(seed),
-                "settings_hash": ",".join(hashes),
-                **_identity_params(identities[hashes[0]] if len(hashes) == 1 else None),
-            }
-            # one seed: no interval over cases is logged per run (the parent has them)
-            metrics = summary_metrics(summarize_lane(lane, model, rows, intervals=False))
-            metrics.update({f"case.{s.case_id}": s.score for s in rows if s.score is not None})
-            cost = sum((s.cost_usd for s in rows), Decimal(0))
-            count = log_values(
-                client,
-                run_id,
-                params=params,
-                metrics=metrics,
-                tags={"evalp.cost_usd": str(cost)},
-            )
+            count = _log_seed_run(client, run_id, rows, base_params, identities)
             finish(client, run_id)
             nested.append(
                 TrackedRun(
@@ -226,5 +174,95 @@ def log_sweep(
         experiment_name=experiment_name,
         parent_run_id=parent,
         nested=tuple(nested),
-        metrics=len(parent_metrics) + sum(n.metrics for n in nested),
+        metrics=parent_metrics + sum(n.metrics for n in nested),
+    )
+
+
+def _one_fixture_set(scores: Sequence[CaseScore], identities: Mapping[str, LaneIdentity]) -> str:
+    """The one fixture set the scores are of; refuses several, or a settings hash with no
+    lane identity to log as the run's params."""
+    fixture_ids = sorted({s.fixture_id for s in scores})
+    if len(fixture_ids) != 1:
+        raise TrackingError(
+            f"a sweep is logged per fixture set; these scores span {fixture_ids or 'none'}"
+        )
+    missing = sorted({s.settings_hash for s in scores} - set(identities))
+    if missing:
+        raise TrackingError(
+            f"no lane identity recorded for settings hash(es) {', '.join(missing)}: "
+            "re-materialize the lanes' records assets so runs.lane_identities is loaded"
+        )
+    return fixture_ids[0]
+
+
+def _log_parent(
+    client: MlflowClient,
+    parent: str,
+    scores: Sequence[CaseScore],
+    base_params: Mapping[str, str],
+    code: CodeVersion,
+    artifacts: Mapping[str, str],
+    *,
+    seeds: Sequence[int],
+) -> int:
+    """The sweep's own run: each lane and model's summary, over its seeds; returns how many
+    metrics it logged."""
+    by_lane_model: dict[tuple[str, str], list[CaseScore]] = defaultdict(list)
+    for score in scores:
+        by_lane_model[(score.lane, score.model)].append(score)
+    summaries = [summarize_lane(lane, model, rows) for (lane, model), rows in by_lane_model.items()]
+    metrics: dict[str, float] = {}
+    for summary in summaries:
+        metrics.update(summary_metrics(summary, f"{summary.lane}.{summary.model}."))
+    log_values(
+        client,
+        parent,
+        params={
+            **base_params,
+            "lanes": json.dumps(sorted({lane for lane, _ in by_lane_model})),
+            "models": json.dumps(sorted({model for _, model in by_lane_model})),
+            "seeds": json.dumps(list(seeds)),
+        },
+        metrics=metrics,
+    )
+    log_texts(
+        client,
+        parent,
+        {
+            "sweep_summary.md": summary_markdown(summaries) + "\n",
+            "lane_summaries.json": json.dumps(
+                [json.loads(s.model_dump_json()) for s in summaries], indent=1
+            ),
+            "packages.txt": "".join(f"{n}=={v}\n" for n, v in code.packages.items()),
+            **artifacts,
+        },
+    )
+    return len(metrics)
+
+
+def _log_seed_run(
+    client: MlflowClient,
+    run_id: str,
+    rows: Sequence[CaseScore],
+    base_params: Mapping[str, str],
+    identities: Mapping[str, LaneIdentity],
+) -> int:
+    """One lane × model × seed: its settings, summary and per-case scores; returns how
+    many metrics it logged."""
+    first = rows[0]
+    hashes = sorted({s.settings_hash for s in rows})
+    params = {
+        **base_params,
+        "lane": first.lane,
+        "model": first.model,
+        "seed": str(first.seed),
+        "settings_hash": ",".join(hashes),
+        **_identity_params(identities[hashes[0]] if len(hashes) == 1 else None),
+    }
+    # one seed: no interval over cases is logged per run (the parent has them)
+    metrics = summary_metrics(summarize_lane(first.lane, first.model, rows, intervals=False))
+    metrics.update({f"case.{s.case_id}": s.score for s in rows if s.score is not None})
+    cost = sum((s.cost_usd for s in rows), Decimal(0))
+    return log_values(
+        client, run_id, params=params, metrics=metrics, tags={"evalp.cost_usd": str(cost)}
     )
