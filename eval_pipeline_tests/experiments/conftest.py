@@ -14,6 +14,7 @@ from eval_pipeline.defs.lane_assets import agent_world_asset
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.tracking.store import TrackingStore
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, prepare_lane_home
 
@@ -75,3 +76,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
 def at_project(project: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     project_env(project[0], monkeypatch)
     return project
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> TrackingStore:
+    """An embedded MLflow store of the test's own."""
+    return TrackingStore(
+        uri=f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=(tmp_path / "art").as_uri()
+    )

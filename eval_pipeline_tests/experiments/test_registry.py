@@ -4,8 +4,6 @@ leaves no run behind when refused; an accepted result starts after its registrat
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from eval_pipeline.experiments.registry import (
@@ -34,13 +32,6 @@ def configs(**changes: object) -> dict[str, ModelConfig]:
 
 def material(experiment: ExperimentSpec, **config_changes: object) -> Registered:
     return registered_material(experiment, configs(**config_changes), JUDGE)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> TrackingStore:
-    return TrackingStore(
-        uri=f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=(tmp_path / "art").as_uri()
-    )
 
 
 def a_result(store: TrackingStore, experiment: ExperimentSpec, what: Registered) -> str:
