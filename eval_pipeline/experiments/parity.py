@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from statistics import mean
 from typing import Literal
 
 import numpy as np
 
+from eval_pipeline import paths
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
 from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.records import FrozenRecord
@@ -41,6 +43,12 @@ Verdict = Literal["confirmed", "refuted", "inconclusive"]
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261130
 UNHEARD = ("infra_error", "harness_error", "judge_error")
+
+
+def experiment_reports_dir() -> Path:
+    """Where each experiment's parity report is published (`<id>.md`, `<id>.json`), and
+    where the sweep report reads them from."""
+    return paths.var_dir() / "reports" / "experiments"
 
 
 class ArmSummary(FrozenRecord):

@@ -11,9 +11,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline import paths
 from eval_pipeline.experiments.arms import ArmResult, read_arm_result, run_arm
-from eval_pipeline.experiments.parity import ParityReport, parity_report, report_markdown
+from eval_pipeline.experiments.parity import (
+    ParityReport,
+    experiment_reports_dir,
+    parity_report,
+    report_markdown,
+)
 from eval_pipeline.experiments.registry import (
     ExperimentError,
     Registration,
@@ -175,11 +179,13 @@ def arm_metrics(report: ParityReport) -> dict[str, dict[str, float]]:
 def write_report(report: ParityReport, markdown: str) -> Path:
     """The report's markdown and JSON under `<var>/reports/experiments/`, where the sweep
     report reads every experiment's from; the markdown file's path."""
-    folder = paths.var_dir() / "reports" / "experiments"
+    folder = experiment_reports_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{report.experiment_id}.md"
     path.write_text(markdown + "\n", encoding="utf-8")
-    (folder / f"{report.experiment_id}.json").write_text(report.model_dump_json(indent=1))
+    (folder / f"{report.experiment_id}.json").write_text(
+        report.model_dump_json(indent=1), encoding="utf-8"
+    )
     return path
 
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from eval_pipeline import paths, world_stages
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.experiments.parity import ParityReport
+from eval_pipeline.experiments.parity import ParityReport, experiment_reports_dir
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.store import distinct_call_counts, read_identities
 from eval_pipeline.records import FrozenRecord
@@ -64,10 +64,6 @@ class PublishedSweepReport(FrozenRecord):
 
 def sweep_report_dir() -> Path:
     return paths.var_dir() / "reports" / "sweep"
-
-
-def experiment_reports_dir() -> Path:
-    return paths.var_dir() / "reports" / "experiments"
 
 
 def read_report_inputs(conn: duckdb.DuckDBPyConnection) -> SweepReportInputs:

@@ -5,6 +5,9 @@ runs hold; and an arm's figures at a glance."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,6 +141,51 @@ def test_a_published_report_writes_its_files_and_logs_its_metrics_and_verdicts(
             "mean_points": 100.0,
         },
     }
+
+
+def test_the_report_files_are_utf8_on_a_machine_whose_locale_is_not(
+    store: TrackingStore, tmp_path: Path
+) -> None:
+    """Found thinning the experiment assets: the report's JSON was written in the locale's
+    encoding, and it holds text no ASCII or cp1252 locale can encode (its verdict notes'
+    symbols), so publishing failed there, or wrote what the sweep report (reading UTF-8)
+    could not read."""
+    experiment = spec()
+    registration = registered(store, experiment)
+    for arm, model in (("reference", "m-a"), ("candidate", "m-b")):
+        scores = [score(model, i, 1.0) for i in range(40)]
+        store_result(arm_result(arm, scores, registration.spec_hash))
+    report = publish(store, experiment).report
+    as_json = report.model_dump_json(indent=1)
+    assert not as_json.isascii()
+    (tmp_path / "report.json").write_text(as_json, encoding="utf-8")
+    write_in_ascii_locale = (
+        "import sys\n"
+        "from eval_pipeline.experiments.parity import ParityReport\n"
+        "from eval_pipeline.experiments.publish import write_report\n"
+        "text = open(sys.argv[1], encoding='utf-8').read()\n"
+        "write_report(ParityReport.model_validate_json(text), 'markdown')\n"
+    )
+    home = tmp_path / "ascii-home"
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+        "EVALP_HOME": str(home),
+    }
+    written = subprocess.run(
+        [sys.executable, "-c", write_in_ascii_locale, str(tmp_path / "report.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+    )
+    assert written.returncode == 0, written.stderr[-2000:]
+    stored = home / "reports" / "experiments" / "unit-parity.json"
+    assert ParityReport.model_validate_json(stored.read_text(encoding="utf-8")) == report
 
 
 def test_a_comparison_without_shared_cases_logs_only_its_count_and_an_empty_arm_no_mean(
