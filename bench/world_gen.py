@@ -5,7 +5,11 @@ repeated; the median is printed beside a floor measured in the same run: a bare 
 generation of the same number of statement lines with a simplified ledger, loaded into
 DuckDB. Ratios, not absolute times, are what compare across machines.
 
-    uv run python bench/world_gen.py [--scales 1 10] [--repeats 3]
+    uv run python bench/world_gen.py [--scales 1 10] [--repeats 3] [--suite-free]
+
+``--suite-free`` also times the same path with the suite handed back at once (the cases of
+the same world, computed beforehand in another process): how far from the floor the path
+is before the suite adds anything, which is the room a goal leaves the suite.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
+
+SEED = 20260101
 
 
 def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
@@ -35,7 +41,7 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world import load_world_config
 
-    config = load_world_config(default_world_config(), seed=20260101, scale=scale)
+    config = load_world_config(default_world_config(), seed=SEED, scale=scale)
     hand_off = world_stages.WorldHandOff()
     started = time.perf_counter()
     with closing(connect(warehouse)) as conn:
@@ -67,6 +73,28 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
         "fixtures_mb": fixtures_mb,
         "check_mb": check_mb,
     }
+
+
+def write_cases(scale: float, cases_file: Path) -> None:
+    """The suite of the benchmark's world, computed here and kept for a suite-free run."""
+    from eval_pipeline.paths import default_world_config
+    from eval_pipeline.world import build_world, get_world_plugin, load_world_config
+
+    world = build_world(load_world_config(default_world_config(), seed=SEED, scale=scale))
+    plugin = get_world_plugin(world.plugin)
+    cases = plugin.build_suite(world, plugin.answer_key(world))
+    cases_file.write_text(json.dumps([case.model_dump(mode="json") for case in cases]))
+
+
+def run_suite_free(scale: float, warehouse: Path, cases_file: Path) -> dict[str, float]:
+    """Ours, the same path, with the plugin's suite replaced by the cases `write_cases` kept
+    (read before the clock starts)."""
+    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.world.label.plugin import LabelWorld
+
+    cases = [Case.model_validate(row) for row in json.loads(cases_file.read_text())]
+    LabelWorld.build_suite = lambda self, world, answer_key: cases  # type: ignore[method-assign]
+    return run_pipeline(scale, warehouse)
 
 
 def high_water_mb() -> float:
@@ -105,23 +133,37 @@ def run_floor(lines: int, warehouse: Path) -> dict[str, float]:
     return {"lines": float(lines), "total_s": time.perf_counter() - started}
 
 
-def child(kind: str, scale: float, lines: int) -> None:
+def child(kind: str, scale: float, lines: int, cases_file: Path) -> None:
+    if kind == "cases":
+        write_cases(scale, cases_file)
+        return
     with tempfile.TemporaryDirectory() as folder:
         warehouse = Path(folder) / "bench.duckdb"
-        result = run_pipeline(scale, warehouse) if kind == "ours" else run_floor(lines, warehouse)
+        if kind == "ours":
+            result = run_pipeline(scale, warehouse)
+        elif kind == "suite-free":
+            result = run_suite_free(scale, warehouse, cases_file)
+        else:
+            result = run_floor(lines, warehouse)
     result["peak_rss_mb"] = high_water_mb()
     print(json.dumps(result))
 
 
-def measure(kind: str, scale: float, lines: int, repeats: int) -> dict[str, float]:
+def run_child(kind: str, scale: float, lines: int, cases_file: Path) -> str:
+    return subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(scale), str(lines), str(cases_file)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def measure(
+    kind: str, scale: float, lines: int, repeats: int, cases_file: Path = Path()
+) -> dict[str, float]:
     runs = []
     for _ in range(repeats):
-        output = subprocess.run(
-            [sys.executable, __file__, "--child", kind, str(scale), str(lines)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        output = run_child(kind, scale, lines, cases_file)
         runs.append(json.loads(output.strip().splitlines()[-1]))
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
@@ -136,10 +178,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[1.0, 10.0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--suite-free",
+        action="store_true",
+        help="also time the path with the suite handed back at once (the room left for it)",
+    )
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], float(args.child[1]), int(args.child[2]))
+        child(args.child[0], float(args.child[1]), int(args.child[2]), Path(args.child[3]))
         return 0
     print(f"world_gen benchmark: median of {args.repeats} fresh processes per row")
     print(
@@ -149,11 +196,24 @@ def main() -> int:
     )
     ratios: dict[float, float] = {}
     peaks: dict[float, float] = {}
+    suite_free: dict[float, float] = {}
     for scale in args.scales:
         ours = measure("ours", scale, 0, args.repeats)
         floor = measure("floor", scale, int(ours["lines"]), args.repeats)
         ratios[scale] = ours["total_s"] / floor["total_s"]
         peaks[scale] = ours["peak_rss_mb"]
+        if args.suite_free:
+            with tempfile.TemporaryDirectory() as folder:
+                cases_file = Path(folder) / "cases.json"
+                run_child("cases", scale, 0, cases_file)
+                free = measure("suite-free", scale, 0, args.repeats, cases_file)
+            suite_free[scale] = free["total_s"] / floor["total_s"]
+            print(
+                f"{scale:>5g} suite-free: {free['total_s']:.2f} s, {suite_free[scale]:.2f}x the "
+                f"floor (stages {free['world_s']:.2f}/{free['answer_key_s']:.2f}/"
+                f"{free['fixtures_s']:.2f} s): the suite adds "
+                f"{ours['total_s'] - free['total_s']:.2f} s"
+            )
         print(
             f"{scale:>5g} {int(ours['lines']):>10,} {ours['total_s']:>8.2f} "
             f"{floor['total_s']:>8.2f} {ratios[scale]:>10.2f} {ours['peak_rss_mb']:>8.0f}  "
@@ -169,7 +229,10 @@ def main() -> int:
     for problem in missed:
         print(f"goal missed: {problem}")
     summary = ", ".join(
-        f"{scale:g}x ours/floor {ratios[scale]:.2f} peak {peaks[scale]:.0f} MB" for scale in ratios
+        f"{scale:g}x ours/floor {ratios[scale]:.2f}"
+        + (f" suite-free/floor {suite_free[scale]:.2f}" if scale in suite_free else "")
+        + f" peak {peaks[scale]:.0f} MB"
+        for scale in ratios
     )
     print(f"summary: {summary}; goals {'NOT met' if missed else 'met'}")
     return 1 if missed else 0
