@@ -212,3 +212,14 @@ def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
     for reason in scan.invalid.values():
         raise ConfigError(reason)
     return dict(scan.configs)
+
+
+def configured_keys(configs: Iterable[ModelConfig]) -> list[str]:
+    """The keys the environment holds for `configs` (each whose key variable is set):
+    what a session redacts from its start, whichever of its clients a reply comes from."""
+    keys: dict[str, None] = {}
+    for config in configs:
+        value = os.environ.get(config.api_key_env) if config.api_key_env else None
+        if value:
+            keys[value] = None
+    return list(keys)

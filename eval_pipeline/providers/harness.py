@@ -13,7 +13,7 @@ one model config. Each call:
    the worst case (the wire's own output limit, the dearest input kind) and reserves it
    against the budget (refusal: the call is budget-stopped, †), journals a pre-send
    record (what a crash leaves: an interrupted attempt), sends through the transport,
-   prices the actual usage with the tier of the day, and — whatever happens, in
+   redacts every known key from what came back (so nothing downstream sees one), prices the actual usage with the tier of the day, and — whatever happens, in
    `finally` — settles the reservation to what the attempt may have cost (see
    `settled_cost`);
 4. labels the outcome, writes the attempt's envelope (redacted) to the journal as it
@@ -33,12 +33,12 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 from rich.console import Console
@@ -84,7 +84,7 @@ from eval_pipeline.providers.labels import (
     summarize,
 )
 from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
-from eval_pipeline.providers.redact import Redactor
+from eval_pipeline.providers.redact import Redactor, record_texts, redact_record
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
     Transport,
@@ -110,6 +110,7 @@ INTERRUPTED_LABEL = classify("infra_error", None, failure_cause="interrupted")
 Sleep = Callable[[float], Awaitable[None]]
 
 
+_Record = TypeVar("_Record", bound=FrozenRecord)
 Labeller = Callable[..., LabelResult]
 """`classify` with the call's grader and answer reader bound."""
 
@@ -776,7 +777,9 @@ class ModelClient:
             crash_point("harness.sending")
             sent_at = time.monotonic()
             clock_start = time.perf_counter()
-            outcome = await self.transport.send(wire, request)
+            # Redacted where it enters the process: the envelope, the result's response,
+            # and so the lanes, the judge, tracking and the reports only see it redacted.
+            outcome = session.redacted(await self.transport.send(wire, request))
             elapsed_ms = (time.perf_counter() - clock_start) * 1000
             actual, price_error = self._price_usage(outcome, day)
             spent_usd = settled_cost(outcome, actual, worst)
@@ -834,7 +837,10 @@ class ModelClient:
         build: _Envelopes,
         label_of: Labeller,
     ) -> CallResult:
-        response = ModelResponse.model_validate_json(entry.response_json)
+        # A stored reply is text from outside too (recorded under other keys, or before
+        # replies were redacted where they arrive).
+        entry = self.session.redacted(entry)
+        response = self.session.redacted(ModelResponse.model_validate_json(entry.response_json))
         label = label_of("ok", response, request.tools)
         envelope = build.build(
             entry.attempt,
@@ -877,6 +883,7 @@ class CallSession:
         clock: Callable[[], date] = utc_today,
         base_urls: Mapping[str, str] | None = None,
         api_keys: Mapping[str, str] | None = None,
+        secrets: Iterable[str] = (),
         provider_limits: Mapping[str, int] | None = None,
         warehouse: Path | duckdb.DuckDBPyConnection | None = None,
         rng: random.Random | None = None,
@@ -900,7 +907,9 @@ class CallSession:
         self.rng = rng or random.Random()
         self.sleep = sleep
         self.console = console
-        self.redact = Redactor()
+        self.redact = Redactor([*self.api_keys.values(), *secrets])
+        """Every key this session knows of, from its start: a reply from one client may
+        echo another's key (`secrets`: every configured key, see `sessions.session_for`)."""
         self.envelopes: list[CallEnvelope] = []
         self._clients: dict[str, ModelClient] = {}
         self._configs: dict[str, ModelConfig] = {}
@@ -962,6 +971,18 @@ class CallSession:
         count = self._call_counts.get(base, 0)
         self._call_counts[base] = count + 1
         return base if count == 0 else f"{base}.{count}"
+
+    def redacted(self, record: _Record) -> _Record:
+        """`record` (an attempt's outcome, a reply read from the cache) with every known
+        secret removed from every text in it: body, error detail, the reply's text, tool
+        calls, ids, stop reason.
+
+        One search over those texts joined by NUL (which no key holds: an environment
+        variable cannot), so a record without a key (the hot path) is returned as is.
+        """
+        if self.redact.finds("\0".join(record_texts(record))):
+            return redact_record(self.redact, record)
+        return record
 
     def redact_envelope(self, envelope: CallEnvelope) -> CallEnvelope:
         """The envelope with every known secret removed from every text field."""

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from eval_pipeline.providers.budget import BudgetGate
-from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.config import ModelConfig, configured_keys, scan_model_configs
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
 from eval_pipeline.sim.process import SimHandle, running_sim
@@ -36,7 +36,12 @@ def session_for(
 ) -> Iterator[CallSession]:
     """A new (not yet entered) session journaling to `journal`; simulated configs point at
     a simulated provider started by `start_sim` (default: one logging nothing) and stopped
-    when the block ends. Real configs read their keys from the environment as usual."""
+    when the block ends. Real configs read their keys from the environment as usual.
+
+    The session redacts, from its start, the key of every config in `configs` and of every
+    config in the models folder (the judge's among them) whose key variable is set: any
+    reply may echo any key the process holds, not only its own client's."""
+    secrets = configured_keys([*configs.values(), *scan_model_configs().configs.values()])
     fake = simulated(configs)
     starting: AbstractContextManager[SimHandle | None] = (
         (start_sim or running_sim)() if fake else nullcontext()
@@ -50,5 +55,6 @@ def session_for(
             if handle is not None
             else {},
             api_keys={name: sim_api_key for name in fake},
+            secrets=secrets,
             warehouse=warehouse,
         )
