@@ -8,12 +8,17 @@ of every logger at DEBUG (SDKs and HTTP clients included) and the sim's own outp
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import duckdb
+import httpx2
+import openai
 import pytest
 
 from eval_pipeline.providers.cache import ResponseCache
@@ -22,6 +27,7 @@ from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
+from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
@@ -276,3 +282,118 @@ def test_the_redactor_reads_every_two_character_json_escape() -> None:
     assert "\\t" in body and "\\r" in body
     assert redact.finds(body)
     assert redact(body) == '{"error": "bad key [REDACTED]"}'
+
+
+class AnswersWithAnotherKey:
+    """A reply holding another client's key, base64-encoded, and in a tool call's
+    arguments percent-encoded: the body a transport hands back, and its parse."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def wire_body(self, request: ModelRequest) -> dict[str, Any]:
+        return openai_body(request)
+
+    async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
+        encoded = base64.b64encode(self.key.encode()).decode()
+        arguments = json.dumps({"query": urllib.parse.quote(self.key, safe="")})
+        body = json.dumps(
+            {
+                "id": f"chatcmpl-{self.key}",
+                "choices": [
+                    {
+                        "message": {
+                            "content": f"ANSWER: {encoded}",
+                            "tool_calls": [
+                                {"id": "c1", "function": {"name": "lookup", "arguments": arguments}}
+                            ],
+                        },
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+            }
+        )
+        return AttemptOutcome(
+            http_status=200,
+            body=body,
+            cause=None,
+            detail=None,
+            retry_after_ms=None,
+            response=parse_openai_body(body),
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_session_redacts_every_configured_key_before_any_client_and_in_the_reply_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session_for knows the key of every config in the models folder whose variable is
+    set (the judge's, another model's), so a reply that echoes one is redacted before
+    anything reads it: the result's response, label and envelope, and the cache entry a
+    hit is served from."""
+    other_env, other_key = "EVALP_TEST_OTHER_MODEL_KEY", "sk-other-model-key-7a6b5c4d3e2f1"
+    monkeypatch.setenv(KEY_ENV, FAKE_KEY)
+    monkeypatch.setenv(other_env, other_key)
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "other.yaml").write_text(
+        "name: other\napi: openai_chat\nprovider: elsewhere\nmodel: gpt-4.1\n"
+        f"api_key_env: {other_env}\n"
+    )
+    monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
+    config = ModelConfig(
+        name="mine", api="openai_chat", provider="echo", model="planted", api_key_env=KEY_ENV
+    )
+    with session_for({"mine": config}, run_id="r", journal=tmp_path / "j.jsonl") as session:
+        assert session.redact.finds(other_key) and session.redact.finds(FAKE_KEY)
+        cache = ResponseCache(tmp_path / "cache")
+
+        async def run() -> list[Any]:
+            results = []
+            for mode in ("record", "replay"):
+                session.cache, session.cache_mode = cache, mode  # type: ignore[assignment]
+                client = session.client(config, transport=AnswersWithAnotherKey(other_key))
+                results.append(await client.call(planted_request(20), CallTag(lane="m", case_id="c")))
+            return results
+
+        recorded, replayed = asyncio.run(run())
+    assert replayed.final.cache_status == "hit"
+    for result in (recorded, replayed):
+        response = result.response
+        assert response is not None
+        assert response.text == "ANSWER: [REDACTED]"
+        assert response.response_id == "chatcmpl-[REDACTED]"
+        assert response.tool_calls[0].arguments == '{"query": "[REDACTED]"}'
+        assert other_key not in result.model_dump_json()
+
+
+def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redacted(
+    tmp_path: Path,
+) -> None:
+    """The SDK transport's failure details are its own words (`timeout: Request timed
+    out.`, `connection error: <type>`, `HTTP <status>`), never the exception's message,
+    which may quote the body; and whatever detail a transport gives is redacted."""
+    from eval_pipeline.providers import sdk_transport
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
+    reply = httpx2.Response(401, request=request, text=f'{{"error": "bad key {FAKE_KEY}"}}')
+    status = anthropic.AuthenticationError(f"Error code: 401 - {FAKE_KEY}", response=reply, body=None)
+    timeout = openai.APITimeoutError(request)
+    for error in (status, timeout, openai.APIConnectionError(request=request)):
+        outcome = sdk_transport._failure(error)
+        assert FAKE_KEY not in (outcome.detail or ""), outcome.detail
+    session = new_session(tmp_path, secrets=[FAKE_KEY])
+    session.journal.close()
+    leaky = AttemptOutcome(
+        http_status=None,
+        body=None,
+        cause="connect",
+        detail=f"connection error: refused for {base64.b64encode(FAKE_KEY.encode()).decode()}",
+        retry_after_ms=None,
+        response=None,
+    )
+    assert session.redacted(leaky).detail == "connection error: refused for [REDACTED]"
+    assert session.redacted(sdk_transport._failure(status)).body == '{"error": "bad key [REDACTED]"}'
