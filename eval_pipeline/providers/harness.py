@@ -8,13 +8,15 @@ one model config. Each call:
 1. waits for a provider slot (first come, first served), and only then is prepared:
    hashes everything that changes the answer (the cache key, recorded as request hash),
    takes its call id and serializes its wire body once;
-2. serves a cache hit (record/replay mode), or raises on a replay miss, without network;
+2. serves a cache hit (record/replay mode; the stored reply redacted too), or raises on
+   a replay miss, without network;
 3. otherwise, per attempt, holding a provider slot (a retry waits for one again): prices
    the worst case (the wire's own output limit, the dearest input kind) and reserves it
    against the budget (refusal: the call is budget-stopped, †), journals a pre-send
    record (what a crash leaves: an interrupted attempt), sends through the transport,
-   redacts every known key from what came back (so nothing downstream sees one), prices the actual usage with the tier of the day, and — whatever happens, in
-   `finally` — settles the reservation to what the attempt may have cost (see
+   redacts every known key from what came back (so nothing downstream sees one), prices
+   the actual usage with the tier of the day, and — whatever happens, in `finally` —
+   settles the reservation to what the attempt may have cost (see
    `settled_cost`);
 4. labels the outcome, writes the attempt's envelope (redacted) to the journal as it
    lands, and retries connect errors, timeouts, 429 and 5xx with backoff that honours

@@ -153,7 +153,10 @@ class EchoingProvider:
                 "type": "function",
                 "function": {"name": "run_sql", "arguments": self._tool_query(key)},
             }
-            message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+            message, finish = (
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                "tool_calls",
+            )
         else:
             text = self._text(key, judge=body["model"] == "judge")
             message, finish = {"role": "assistant", "content": text}, "stop"
@@ -171,7 +174,9 @@ class EchoingProvider:
 
     async def _messages(self, request: web.Request) -> web.Response:
         self.calls += 1
-        key = request.headers.get("x-api-key") or request.headers["Authorization"].removeprefix("Bearer ")
+        key = request.headers.get("x-api-key") or request.headers["Authorization"].removeprefix(
+            "Bearer "
+        )
         body = await request.json()
         answered = any(
             isinstance(block, dict) and block.get("type") == "tool_result"
@@ -310,7 +315,7 @@ def test_an_echoed_key_reaches_no_lane_record_judge_call_nor_warehouse_table(
             load_partition_records(folders.values(), runs_root, con)
             by_id = {case.case_id: case for case in small_fixture_set.cases}
             asked = 0
-            for (lane, model) in folders:
+            for lane, model in folders:
                 graded = grade_partition(
                     con,
                     Partition(lane=lane, model=model, seed=0),

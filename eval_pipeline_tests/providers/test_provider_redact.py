@@ -29,7 +29,7 @@ KEY_CHARS = st.sampled_from(
     "abcdefABCDEF0123456789xyzXYZ-_+/=.:~!?é€\U0001f511"  # hex digits on purpose
 )
 KEYS = st.text(KEY_CHARS, min_size=MIN_SECRET_LENGTH, max_size=48)
-NOISE = st.text(st.sampled_from("abc 0123456789ABCDEF%\\u\"/:=+-_\n"), max_size=12)
+NOISE = st.text(st.sampled_from('abc 0123456789ABCDEF%\\u"/:=+-_\n'), max_size=12)
 
 
 def _b64(data: bytes, alphabet: bytes = b"+/") -> str:
@@ -49,7 +49,9 @@ def spellings(key: str) -> list[str]:
         _b64(data, b"-_"),
         _b64(data, b"-_").rstrip("="),
         urllib.parse.quote(key, safe=""),
-        re.sub("%[0-9A-F]{2}", lambda hexed: hexed.group().lower(), urllib.parse.quote(key, safe="")),
+        re.sub(
+            "%[0-9A-F]{2}", lambda hexed: hexed.group().lower(), urllib.parse.quote(key, safe="")
+        ),
         urllib.parse.quote_plus(key, safe=""),
         "".join(f"%{byte:02x}" for byte in data),
         json.dumps(urllib.parse.quote(key, safe=""))[1:-1],

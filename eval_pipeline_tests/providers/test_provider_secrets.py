@@ -356,7 +356,9 @@ def test_a_session_redacts_every_configured_key_before_any_client_and_in_the_rep
             for mode in ("record", "replay"):
                 session.cache, session.cache_mode = cache, mode  # type: ignore[assignment]
                 client = session.client(config, transport=AnswersWithAnotherKey(other_key))
-                results.append(await client.call(planted_request(20), CallTag(lane="m", case_id="c")))
+                results.append(
+                    await client.call(planted_request(20), CallTag(lane="m", case_id="c"))
+                )
             return results
 
         recorded, replayed = asyncio.run(run())
@@ -380,7 +382,9 @@ def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redac
 
     request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
     reply = httpx2.Response(401, request=request, text=f'{{"error": "bad key {FAKE_KEY}"}}')
-    status = anthropic.AuthenticationError(f"Error code: 401 - {FAKE_KEY}", response=reply, body=None)
+    status = anthropic.AuthenticationError(
+        f"Error code: 401 - {FAKE_KEY}", response=reply, body=None
+    )
     timeout = openai.APITimeoutError(request)
     for error in (status, timeout, openai.APIConnectionError(request=request)):
         outcome = sdk_transport._failure(error)
@@ -396,4 +400,6 @@ def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redac
         response=None,
     )
     assert session.redacted(leaky).detail == "connection error: refused for [REDACTED]"
-    assert session.redacted(sdk_transport._failure(status)).body == '{"error": "bad key [REDACTED]"}'
+    assert (
+        session.redacted(sdk_transport._failure(status)).body == '{"error": "bad key [REDACTED]"}'
+    )
