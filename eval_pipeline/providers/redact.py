@@ -135,6 +135,19 @@ ABSORBED = 4
 escape that starts before it (`%4` + `1...`, `\\u` + `0061...`), when they are hex digits."""
 
 
+_HEX_PAIRS = frozenset(f"{a}{b}" for a in "0123456789abcdefABCDEF" for b in "0123456789abcdefABCDEF")
+
+
+def _holds_percent_escape(text: str) -> bool:
+    """Whether a `%` of `text` starts a percent-encoded byte (`15% of` does not)."""
+    at = text.find("%")
+    while at != -1:
+        if text[at + 1 : at + 3] in _HEX_PAIRS:
+            return True
+        at = text.find("%", at + 1)
+    return False
+
+
 def _unescape(match: re.Match[str]) -> str:
     token = match.group()
     if token[0] == "%":
@@ -216,7 +229,7 @@ class Redactor:
             if literal in text:
                 return True
         for marker in self._markers:
-            if marker in text:
+            if marker in text and (marker != "%" or _holds_percent_escape(text)):
                 break
         else:
             return False
