@@ -135,7 +135,9 @@ ABSORBED = 4
 escape that starts before it (`%4` + `1...`, `\\u` + `0061...`), when they are hex digits."""
 
 
-_HEX_PAIRS = frozenset(f"{a}{b}" for a in "0123456789abcdefABCDEF" for b in "0123456789abcdefABCDEF")
+_HEX_PAIRS = frozenset(
+    f"{a}{b}" for a in "0123456789abcdefABCDEF" for b in "0123456789abcdefABCDEF"
+)
 
 
 def _holds_percent_escape(text: str) -> bool:
