@@ -840,9 +840,10 @@ class ModelClient:
         label_of: Labeller,
     ) -> CallResult:
         # A stored reply is text from outside too (recorded under other keys, or before
-        # replies were redacted where they arrive).
+        # replies were redacted where they arrive). Its JSON redacted in every spelling
+        # (JSON escapes included) parses to texts that hold none.
         entry = self.session.redacted(entry)
-        response = self.session.redacted(ModelResponse.model_validate_json(entry.response_json))
+        response = ModelResponse.model_validate_json(entry.response_json)
         label = label_of("ok", response, request.tools)
         envelope = build.build(
             entry.attempt,

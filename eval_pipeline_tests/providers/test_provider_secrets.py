@@ -21,10 +21,10 @@ import httpx2
 import openai
 import pytest
 
-from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.cache import CacheMode, ResponseCache
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
-from eval_pipeline.providers.harness import CallTag
+from eval_pipeline.providers.harness import CallResult, CallSession, CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.sessions import session_for
@@ -347,29 +347,42 @@ def test_a_session_redacts_every_configured_key_before_any_client_and_in_the_rep
     config = ModelConfig(
         name="mine", api="openai_chat", provider="echo", model="planted", api_key_env=KEY_ENV
     )
-    with session_for({"mine": config}, run_id="r", journal=tmp_path / "j.jsonl") as session:
-        assert session.redact.finds(other_key) and session.redact.finds(FAKE_KEY)
-        cache = ResponseCache(tmp_path / "cache")
+    cache = ResponseCache(tmp_path / "cache")
+    transport = AnswersWithAnotherKey(other_key)
+    request, tag = planted_request(20), CallTag(lane="m", case_id="c")
 
-        async def run() -> list[Any]:
-            results = []
-            for mode in ("record", "replay"):
-                session.cache, session.cache_mode = cache, mode  # type: ignore[assignment]
-                client = session.client(config, transport=AnswersWithAnotherKey(other_key))
-                results.append(
-                    await client.call(planted_request(20), CallTag(lane="m", case_id="c"))
-                )
-            return results
+    async def call(session: CallSession, mode: CacheMode) -> CallResult:
+        session.cache, session.cache_mode = cache, mode
+        async with session:
+            return await session.client(config, transport=transport).call(request, tag)
 
-        recorded, replayed = asyncio.run(run())
-    assert replayed.final.cache_status == "hit"
-    for result in (recorded, replayed):
+    # recorded by a session that never heard of the other key: the cache keeps it
+    unaware = asyncio.run(call(new_session(tmp_path / "unaware"), "record"))
+    assert unaware.response is not None and unaware.response.response_id == (
+        f"chatcmpl-{other_key}"
+    )
+    results = []
+    for mode in ("replay", "record"):
+        with session_for({"mine": config}, run_id=mode, journal=tmp_path / f"{mode}.jsonl") as s:
+            assert s.redact.finds(other_key) and s.redact.finds(FAKE_KEY)  # before any client
+            results.append(asyncio.run(call(s, mode)))
+    replayed, recorded = results
+    assert replayed.final.cache_status == "hit" and recorded.final.cache_status == "hit"
+    for result in (replayed, recorded):
         response = result.response
         assert response is not None
         assert response.text == "ANSWER: [REDACTED]"
         assert response.response_id == "chatcmpl-[REDACTED]"
         assert response.tool_calls[0].arguments == '{"query": "[REDACTED]"}'
         assert other_key not in result.model_dump_json()
+    fresh = ResponseCache(tmp_path / "fresh")
+    cache = fresh
+    with session_for({"mine": config}, run_id="fresh", journal=tmp_path / "fresh.jsonl") as s:
+        sent = asyncio.run(call(s, "record"))
+    assert sent.final.cache_status == "miss" and sent.response is not None
+    assert sent.response.text == "ANSWER: [REDACTED]"
+    assert sent.response.tool_calls[0].arguments == '{"query": "[REDACTED]"}'
+    assert other_key not in sent.model_dump_json()
 
 
 def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redacted(
