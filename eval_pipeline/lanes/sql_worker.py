@@ -245,6 +245,8 @@ class _Worker:
         self.watchdog = _Watchdog(idle_s=self.timeout_s)
 
     def describe(self) -> dict[str, Any]:
+        """What the parent needs to guard queries; reading every table once also warms
+        the catalog and the thread pool, so a fresh worker's first query is not slow."""
         try:
             source = self.con.execute(_WORLD_SOURCE).fetchall()
         except duckdb.CatalogException:
@@ -258,6 +260,10 @@ class _Worker:
                 "not_agent_db", f"agent_build.world_source has {len(source)} rows, expected 1"
             )
         plugin, generator_version, seed, scale, fingerprint = source[0]
+        tables = [name for (name,) in self.con.execute(_WORLD_TABLES).fetchall()]
+        for name in tables:
+            quoted = '"' + name.replace('"', '""') + '"'
+            self.con.execute(f"SELECT count(*) FROM {quoted}").fetchall()
         return {
             "world": {
                 "plugin": plugin,
@@ -266,7 +272,7 @@ class _Worker:
                 "scale": scale,
                 "fingerprint": fingerprint,
             },
-            "tables": [name for (name,) in self.con.execute(_WORLD_TABLES).fetchall()],
+            "tables": tables,
             "denied": [name for (name,) in self.con.execute(CATALOG_DENIED_FUNCTIONS).fetchall()],
         }
 

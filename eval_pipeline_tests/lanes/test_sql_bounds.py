@@ -57,14 +57,18 @@ tool.close()
 for thread in threading.enumerate():
     if thread.name == "run_sql-reaper":
         thread.join()
-outcome["lane_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+status = open("/proc/self/status").read()
+outcome["lane_rss"] = int(status.split("VmHWM:")[1].split()[0]) * 1024
 outcome["worker_rss"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 print(json.dumps(outcome))
 """
 
 
 def run_in_child(agent_db: Path, query: str, *, method: str, timeout_s: float) -> dict:
-    """One call in a fresh Python under the 3 GB safety net; what it returned and used."""
+    """One call in a fresh Python under the 3 GB safety net; what it returned and used.
+
+    The lane's peak is its own VmHWM: `ru_maxrss` would carry over the forking pytest
+    worker's peak (Linux keeps it across exec)."""
     script = _CHILD.format(net=SAFETY_NET_BYTES, timeout=timeout_s, method=method)
     done = subprocess.run(
         [sys.executable, "-c", script, str(agent_db), query],
