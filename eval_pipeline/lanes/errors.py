@@ -36,3 +36,8 @@ class SqlExecutionError(SqlToolError):
 
 class SqlTimeoutError(SqlToolError):
     """The query ran past its time limit and was interrupted."""
+
+
+class SqlLimitError(SqlToolError):
+    """The query needed more than the tool allows of something other than time: memory
+    (the worker's hard cap) or the size of its result."""

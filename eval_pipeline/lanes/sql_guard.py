@@ -5,8 +5,9 @@ functions, DuckDB's FROM-first form), whose every table reference is a world tab
 (``artists`` or ``world.artists``, any case or quoting, as DuckDB itself compares names)
 or a CTE that DuckDB would resolve it to. Everything else is refused with a reason the
 agent can act on: other statements, other schemas or catalogs, table functions, file
-scans, and functions that reach outside the tables (settings, environment, catalog
-introspection, serialized SQL).
+scans, functions that reach outside the tables (settings, environment, catalog
+introspection, serialized SQL), and row generators or value builders past a size
+(`sql_size`).
 
 It is an allowlist on names: a reference passes only if it names a table the agent
 database actually has, so an unknown spelling is refused rather than guessed at. The
@@ -23,6 +24,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from eval_pipeline.lanes.errors import SqlRefusedError
+from eval_pipeline.lanes.sql_size import size_refusal
 from eval_pipeline.records import FrozenRecord
 
 WORLD_SCHEMA = "world"
@@ -435,3 +437,6 @@ class SqlGuard:
                 f"function {_function_shown(node)}() is not allowed: run_sql reads the world "
                 "tables only (no settings, files, catalog or environment)"
             )
+        oversized = size_refusal(node)
+        if oversized is not None:
+            raise _refuse(oversized)

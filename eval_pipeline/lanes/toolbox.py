@@ -53,7 +53,8 @@ class ToolOutcome(FrozenRecord):
     text: str
     is_error: bool
     error_kind: str | None = None
-    """unknown_tool | bad_arguments | sql_refused | sql_error | sql_timeout | not_found"""
+    """unknown_tool | bad_arguments | sql_refused | sql_error | sql_timeout | sql_limit |
+    not_found"""
     write: dict[str, Any] | None = None
     """The request a write tool recorded in the dry-run sink."""
     elapsed_ms: float = 0.0
@@ -179,6 +180,7 @@ class LabelToolbox:
             kind = {
                 "SqlRefusedError": "sql_refused",
                 "SqlTimeoutError": "sql_timeout",
+                "SqlLimitError": "sql_limit",
             }.get(type(error).__name__, "sql_error")
             return _error(tools.RUN_SQL, arguments, kind, error.reason)
         body = {

@@ -17,10 +17,10 @@ import pytest
 from eval_pipeline.lanes.errors import (
     AgentWorldDbError,
     SqlExecutionError,
-    SqlRefusedError,
     SqlTimeoutError,
 )
 from eval_pipeline.lanes.sql_tool import ROW_LIMIT, AgentSql, SqlResult
+from eval_pipeline.lanes.sql_worker import QueryFailedError, one_select
 from eval_pipeline.world.label.tools import LABEL_TOOLS, RUN_SQL
 
 RUNAWAY = "SELECT sum(a.units * b.units) FROM statement_lines AS a, statement_lines AS b"
@@ -204,11 +204,12 @@ def test_duckdb_must_also_read_exactly_one_select(agent_sql: AgentSql) -> None:
     """The second wall: DuckDB's own parser decides what runs, whatever sqlglot saw."""
     cursor = duckdb.connect()
     try:
-        assert AgentSql._one_select(cursor, "SELECT 42").query == "SELECT 42"
-        with pytest.raises(SqlRefusedError, match="DuckDB reads the query as 2"):
-            AgentSql._one_select(cursor, "SELECT 1; SELECT 2")
-        with pytest.raises(SqlRefusedError, match="DuckDB reads the query as EXPLAIN"):
-            AgentSql._one_select(cursor, "EXPLAIN SELECT 1")
+        assert one_select(cursor, "SELECT 42").query == "SELECT 42"
+        with pytest.raises(QueryFailedError, match="DuckDB reads the query as 2") as two:
+            one_select(cursor, "SELECT 1; SELECT 2")
+        with pytest.raises(QueryFailedError, match="DuckDB reads the query as EXPLAIN") as other:
+            one_select(cursor, "EXPLAIN SELECT 1")
+        assert two.value.kind == other.value.kind == "refused"
     finally:
         cursor.close()
 
