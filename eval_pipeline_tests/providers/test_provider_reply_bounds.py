@@ -29,7 +29,7 @@ import pytest
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.harness import CallResult
 from eval_pipeline.providers.transport import REPLY_PREFIX_BYTES
-from eval_pipeline_tests.providers.conftest import FAKE_KEY
+from eval_pipeline_tests.providers.conftest import FAKE_KEY, FAST_RETRY
 from eval_pipeline_tests.providers.test_provider_transports import (
     ANTHROPIC_REPLY,
     OPENAI_REPLY,
@@ -242,3 +242,29 @@ def test_a_redirect_is_refused_by_both_transports_alike(tmp_path: Path, api: str
     assert (result.status, result.final.http_status) == ("harness_error", 302)
     assert result.final.failure_cause == "harness_4xx"
     assert FAKE_KEY not in result.final.model_dump_json()
+
+
+async def big_error(writer: asyncio.StreamWriter, head: str) -> None:
+    writer.write(head_of("500 Internal Server Error", {"Content-Length": str(BIG)}))
+    writer.write(b"<html>" + CHUNK)
+    await writer.drain()
+
+
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat"])
+def test_an_oversized_error_body_keeps_its_status_and_is_cut(tmp_path: Path, api: str) -> None:
+    async def served() -> tuple[CallResult, int]:
+        async with raw_server(big_error) as server:
+            config = config_for(server.base_url, api)
+            result = await asyncio.wait_for(one_call(tmp_path, config), GUARD_S)
+            return result, len(server.heads)
+
+    result, requests = asyncio.run(served())
+    assert result.status == "infra_error" and result.label.drop_cause == "5xx"
+    assert len(result.envelopes) == requests == FAST_RETRY.max_attempts  # retried, as before
+    for envelope in result.envelopes:
+        assert (envelope.http_status, envelope.failure_cause) == (500, "5xx")
+        assert envelope.failure_detail is not None
+        assert envelope.failure_detail.startswith("HTTP 500; reply larger than max_reply_bytes")
+        assert envelope.response_body is not None
+        assert envelope.response_body.startswith("<html>")
+        assert len(envelope.response_body) <= REPLY_PREFIX_BYTES
