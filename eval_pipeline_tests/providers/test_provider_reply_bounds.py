@@ -28,7 +28,7 @@ import pytest
 
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.harness import CallResult
-from eval_pipeline.providers.transport import REPLY_PREFIX_BYTES
+from eval_pipeline.providers.transport import REPLY_PREFIX_BYTES, AttemptOutcome, within_deadline
 from eval_pipeline_tests.providers.conftest import FAKE_KEY, FAST_RETRY
 from eval_pipeline_tests.providers.test_provider_transports import (
     ANTHROPIC_REPLY,
@@ -237,7 +237,7 @@ def test_a_redirect_is_refused_by_both_transports_alike(tmp_path: Path, api: str
             return result, len(server.heads), elsewhere.heads
 
     result, asked, followed = asyncio.run(served())
-    assert followed == [], "the redirect was followed (with the key) to another server"
+    assert followed == [], "the redirect was followed to another server"
     assert asked == 1
     assert (result.status, result.final.http_status) == ("harness_error", 302)
     assert result.final.failure_cause == "harness_4xx"
@@ -246,8 +246,10 @@ def test_a_redirect_is_refused_by_both_transports_alike(tmp_path: Path, api: str
 
 async def big_error(writer: asyncio.StreamWriter, head: str) -> None:
     writer.write(head_of("500 Internal Server Error", {"Content-Length": str(BIG)}))
-    writer.write(b"<html>" + CHUNK)
-    await writer.drain()
+    writer.write(b"<html>" + CHUNK[6:])
+    for _ in range(BIG // len(CHUNK) - 1):
+        writer.write(CHUNK)
+        await writer.drain()
 
 
 @pytest.mark.parametrize("api", ["openai_compatible", "openai_chat"])
@@ -268,3 +270,11 @@ def test_an_oversized_error_body_keeps_its_status_and_is_cut(tmp_path: Path, api
         assert envelope.response_body is not None
         assert envelope.response_body.startswith("<html>")
         assert len(envelope.response_body) <= REPLY_PREFIX_BYTES
+
+
+def test_a_timeout_error_the_deadline_did_not_raise_is_not_relabelled() -> None:
+    async def inner_timeout() -> AttemptOutcome:
+        raise TimeoutError("not the deadline")
+
+    with pytest.raises(TimeoutError, match="not the deadline"):
+        asyncio.run(within_deadline(5.0, inner_timeout()))
