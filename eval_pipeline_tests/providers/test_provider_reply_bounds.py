@@ -146,7 +146,7 @@ def test_a_dripping_reply_ends_at_the_total_deadline(
     for envelope in result.envelopes:
         assert envelope.failure_cause == "timeout"
         assert envelope.failure_detail == f"total deadline {TIMEOUT_S:g} s (timeout_s) passed"
-        assert envelope.elapsed_ms < (TIMEOUT_S + 0.5) * 1000
+        assert envelope.elapsed_ms < (TIMEOUT_S + 1.0) * 1000  # a loaded machine's slack
 
 
 async def big_with_length(writer: asyncio.StreamWriter, head: str) -> None:
