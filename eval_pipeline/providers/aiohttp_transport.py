@@ -10,13 +10,15 @@ limit. This transport posts the bytes the harness serialized once (the bytes the
 bounded) to `<base_url>/chat/completions` on one aiohttp session, and reads the raw body
 back for :mod:`eval_pipeline.providers.wire` to parse.
 
-It sorts failures exactly as the SDK transports do (`transport.AttemptOutcome`): a reply
-slower than `timeout_s` (no byte for that long) or a connect slower than
-`connect_timeout_s` is a `timeout`; a refused, reset or closed connection (also mid-body)
-is `connect`; an HTTP status outside 2xx goes through `cause_of_status` with Retry-After
-read; redirects are not followed (a 3xx is our own misconfigured URL: a harness error).
-Anything else (an invalid URL) is raised, not swallowed. It never retries: the harness
-does, so every attempt is recorded.
+It bounds and sorts an attempt exactly as the SDK transports do (`transport.AttemptOutcome`):
+an attempt not done `timeout_s` after it began (the total deadline, however slowly the
+bytes drip), a connect slower than `connect_timeout_s` or no byte for `timeout_s` is a
+`timeout`, its detail naming which; a body longer than `max_reply_bytes` is stopped while
+it is read (`oversize` for a 2xx, its first bytes kept); a refused, reset or closed
+connection (also mid-body) is `connect`; an HTTP status outside 2xx goes through
+`cause_of_status` with Retry-After read; redirects are not followed (a 3xx is our own
+misconfigured URL: a harness error). Anything else (an invalid URL) is raised, not
+swallowed. It never retries: the harness does, so every attempt is recorded.
 
 The key is sent in the `Authorization` header only; request headers are never stored nor
 logged, and nothing here logs.
@@ -34,9 +36,15 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
     WireRequest,
+    connect_timeout_detail,
+    first_bytes,
     landed,
+    oversized,
+    read_timeout_detail,
+    reading_limit,
     refused,
     unanswered,
+    within_deadline,
 )
 from eval_pipeline.providers.types import ModelRequest
 from eval_pipeline.providers.wire import parse_openai_body, wire_body
@@ -85,7 +93,11 @@ class OpenAICompatibleTransport:
         return self._headers
 
     async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
+        return await within_deadline(self.config.timeout_s, self._send(wire, request))
+
+    async def _send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         session = self._open()
+        cap = self.config.max_reply_bytes
         try:
             async with session.post(
                 self.url,
@@ -93,12 +105,31 @@ class OpenAICompatibleTransport:
                 headers=self._request_headers(request),
                 allow_redirects=False,
             ) as reply:
-                raw = await reply.read()
                 status = reply.status
-                body = raw.decode(reply.charset or "utf-8", errors="replace")
+                announced = reply.content_length
+                limit = reading_limit(cap, announced)
+                # Counted as it is read (decompressed, when the server compressed it):
+                # never the whole body first.
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in reply.content.iter_any():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        break
+                charset = reply.charset or "utf-8"
+                if size > limit or (announced is not None and announced > cap):
+                    return oversized(
+                        status, reply.headers, first_bytes(chunks), announced, cap, charset
+                    )
+                body = b"".join(chunks).decode(charset, errors="replace")
                 if 200 <= status < 300:
                     return landed(status, body, parse_openai_body(body))
                 return refused(status, body, reply.headers)
+        except aiohttp.ConnectionTimeoutError:
+            return unanswered("timeout", connect_timeout_detail(self.config.connect_timeout_s))
+        except aiohttp.SocketTimeoutError:
+            return unanswered("timeout", read_timeout_detail(self.config.timeout_s))
         except TimeoutError as error:  # aiohttp's socket timeouts are TimeoutErrors
             return unanswered("timeout", f"timeout: {type(error).__name__}")
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:

@@ -28,9 +28,19 @@ NO_KEY_PLACEHOLDER = "no-key-configured"
 Api = Literal["anthropic_messages", "openai_chat", "openai_compatible"]
 
 
-NOT_IN_IDENTITY = {"context_window_tokens"}
-"""Model config fields that change no result (a dry run's bound): left out of a run's
-identity and an experiment's registered material, so nothing kept is redone or refused."""
+NOT_IN_IDENTITY = {"context_window_tokens", "max_reply_bytes"}
+"""Model config fields that change no kept result, left out of a run's identity and an
+experiment's registered material, so nothing kept is redone or refused: a dry run's bound,
+and the reply size cap (a reply past it is an infrastructure error, ‡, which is never
+scored and is re-run by the next run, so no kept result depends on the cap)."""
+
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
+"""4 MiB. The largest legitimate reply is its output limit times the bytes a token can
+take in the body, plus a few hundred bytes of framing: 128k output tokens (above any
+shipped or hosted model's limit today: Claude Sonnet 4.5 64k, GPT-4.1 32k) at 32 bytes a
+token (a token of two astral characters JSON-escaped as surrogate pairs is 24 bytes; the
+usual English token is 4) fits; 64 replies in flight at the cap hold 256 MiB. A config
+that asks for more in a reply (logprobs, several choices) raises it."""
 
 
 class RetryPolicy(FrozenRecord):
@@ -82,8 +92,19 @@ class ModelConfig(FrozenRecord):
         ge=1,
         description="calls in flight per SDK client; more in flight uses more clients",
     )
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="an attempt's total deadline: connecting, sending and reading the whole "
+        "reply end within it however the bytes arrive (also the longest wait for one byte)",
+    )
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    max_reply_bytes: int = Field(
+        default=DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        description="the largest reply body read; a longer one is stopped while it is read "
+        "and ends as an `oversize` drop with its first bytes kept",
+    )
     input_token_overhead: int = Field(
         default=0,
         ge=0,

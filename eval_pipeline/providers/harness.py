@@ -100,6 +100,8 @@ from eval_pipeline.scoring.readers import read_answer_line
 log = logging.getLogger(__name__)
 
 RETRYABLE_CAUSES = frozenset({"connect", "timeout", "429", "5xx"})
+"""The infrastructure errors retried; an `oversize` reply is not (the same request would
+most likely be answered the same, each time read up to the cap and billed)."""
 UNKNOWN_FATE_CAUSES = frozenset({"connect", "timeout"})
 """Failures with no HTTP answer: the request may have reached the provider, which bills
 what it received, so until a bill says otherwise the attempt costs its worst case."""
@@ -800,7 +802,11 @@ class ModelClient:
             status = "infra_error"
             delay = backoff_delay_s(config.retry, tries, outcome.retry_after_ms, session.rng)
             spent_s = time.monotonic() - (sent_at if first_sent is None else first_sent)
-            if tries < config.retry.max_attempts and spent_s + delay <= config.retry.max_total_s:
+            if (
+                outcome.cause in RETRYABLE_CAUSES
+                and tries < config.retry.max_attempts
+                and spent_s + delay <= config.retry.max_total_s
+            ):
                 status = "retried"
                 backoff_ms = delay * 1000
         if status == "retried":

@@ -2,8 +2,9 @@
 
 A call is labelled, in this order of precedence:
 
-1. ``drop`` — the path failed: connection error, timeout, 429 or 5xx, after retries, or
-   the process sending it died with the attempt in flight (``interrupted``); the cause is
+1. ``drop`` — the path failed: connection error, timeout, 429 or 5xx, after retries, a
+   reply larger than the config's `max_reply_bytes` (``oversize``, not retried), or the
+   process sending it died with the attempt in flight (``interrupted``); the cause is
    kept. A 4xx caused by our own malformed request is *not* a drop: it is
    a harness error, reported apart and unlabelled.
 2. ``truncated`` — the stop reason says the reply was cut off, whatever its prefix holds
@@ -49,11 +50,16 @@ CallStatus = Literal["ok", "retried", "infra_error", "harness_error", "budget_st
 infra_error: retryable failures until the retry bounds (‡); harness_error: our own request
 was refused (4xx); budget_stopped: refused by the budget before sending (†)."""
 
-FailureCause = Literal["connect", "timeout", "429", "5xx", "interrupted", "harness_4xx", "budget"]
-DropCause = Literal["connect", "timeout", "429", "5xx", "interrupted"]
-DROP_CAUSES: tuple[DropCause, ...] = ("connect", "timeout", "429", "5xx", "interrupted")
-"""`interrupted`: the process that sent the attempt ended before its reply landed (the
-journal holds the attempt's pre-send record and nothing after it)."""
+FailureCause = Literal[
+    "connect", "timeout", "429", "5xx", "oversize", "interrupted", "harness_4xx", "budget"
+]
+DropCause = Literal["connect", "timeout", "429", "5xx", "oversize", "interrupted"]
+DROP_CAUSES: tuple[DropCause, ...] = ("connect", "timeout", "429", "5xx", "oversize", "interrupted")
+"""`oversize`: a 2xx reply larger than the config's `max_reply_bytes`, stopped while it was
+read (the provider's or the path's fault: a model cannot exceed its output limit, and a
+retry would most likely read the same again, so it is not retried). `interrupted`: the
+process that sent the attempt ended before its reply landed (the journal holds the
+attempt's pre-send record and nothing after it)."""
 
 STATUS_MARKS: Mapping[str, str] = {"infra_error": "‡", "budget_stopped": "†"}
 """How a case's status is shown in tables instead of a score: never as a zero."""

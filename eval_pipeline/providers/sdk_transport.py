@@ -3,11 +3,20 @@
 Imported only when a transport is made, so that importing the providers package (a
 Dagster definitions load, a re-grade from stored envelopes) does not pay the SDKs'
 import time (about 3 s here).
+
+An attempt is bounded as in the aiohttp transport: a total deadline around the SDK's
+whole call (`transport.within_deadline`: the SDKs' read timeout is httpx's, per chunk, so
+a drip never trips it), a size cap counted as the body is read (an httpx response hook
+wraps the body's byte stream before the SDK reads it; the reply is asked for
+uncompressed, `Accept-Encoding: identity`, so the bytes counted are the body's), and no
+redirect followed (the SDKs' aiohttp client follows them by default; httpx would turn the
+POST into a GET to wherever the `Location` points).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -17,11 +26,17 @@ import openai
 
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.transport import (
+    REPLY_PREFIX_BYTES,
     AttemptOutcome,
+    ReplyTooLargeError,
     WireRequest,
+    connect_timeout_detail,
     landed,
+    read_timeout_detail,
+    reading_limit,
     refused,
     unanswered,
+    within_deadline,
 )
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.providers.wire import (
@@ -35,10 +50,75 @@ def _timeout(config: ModelConfig) -> httpx2.Timeout:
     return httpx2.Timeout(config.timeout_s, connect=config.connect_timeout_s)
 
 
+NO_COMPRESSION = {"Accept-Encoding": "identity"}
+"""Asked of every reply, so that the size cap counts the body's own bytes."""
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A reply's byte stream that raises `ReplyTooLargeError` once it passes the limit."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, response: httpx2.Response, cap: int):
+        self._inner = inner
+        self._response = response
+        self._cap = cap
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        response = self._response
+        announced = _content_length(response)
+        limit = reading_limit(self._cap, announced)
+        kept = bytearray()
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if len(kept) < REPLY_PREFIX_BYTES:
+                kept += chunk[: REPLY_PREFIX_BYTES - len(kept)]
+            if size > limit:
+                raise ReplyTooLargeError(
+                    response.status_code,
+                    response.headers,
+                    bytes(kept),
+                    announced,
+                    self._cap,
+                    response.charset_encoding or "utf-8",
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _content_length(response: httpx2.Response) -> int | None:
+    try:
+        return int(response.headers["content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _reply_cap(cap: int) -> Any:
+    """An httpx response hook: the body's stream, counted against `cap` as it is read."""
+
+    async def hook(response: httpx2.Response) -> None:
+        stream = response.stream
+        if not isinstance(stream, httpx2.AsyncByteStream):
+            raise TypeError(f"an async client's reply stream is a {type(stream).__name__}")
+        response.stream = _CappedStream(stream, response, cap)
+
+    return hook
+
+
+def _http_client(sdk: Any, config: ModelConfig) -> Any:
+    """The SDK's aiohttp client with our timeouts, no redirects and the size cap."""
+    return sdk.DefaultAioHttpClient(
+        timeout=_timeout(config),
+        follow_redirects=False,
+        event_hooks={"response": [_reply_cap(config.max_reply_bytes)]},
+    )
+
+
 def _headers(config: ModelConfig, request: ModelRequest) -> dict[str, str]:
     if config.seed_header and request.seed is not None:
-        return {config.seed_header: str(request.seed)}
-    return {}
+        return {**NO_COMPRESSION, config.seed_header: str(request.seed)}
+    return dict(NO_COMPRESSION)
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
@@ -59,12 +139,27 @@ def _is_disconnect(error: BaseException) -> bool:
     )
 
 
-def _failure(error: Exception) -> AttemptOutcome:
+def _timeout_detail(error: BaseException, config: ModelConfig) -> str:
+    """Which timeout fired, read from the exception chain."""
+    chain = _exception_chain(error)
+    if any(isinstance(e, httpx2.ConnectTimeout) for e in chain):
+        return connect_timeout_detail(config.connect_timeout_s)
+    if any(isinstance(e, httpx2.ReadTimeout) for e in chain):
+        return read_timeout_detail(config.timeout_s)
+    return f"timeout: {type(chain[-1]).__name__}"
+
+
+def _failure(error: Exception, config: ModelConfig) -> AttemptOutcome:
     """Sort an SDK exception into a cause; an unknown exception is not swallowed."""
+    too_large = next(
+        (e for e in _exception_chain(error) if isinstance(e, ReplyTooLargeError)), None
+    )
+    if too_large is not None:  # the anthropic SDK wraps it in an APIConnectionError
+        return too_large.outcome()
     if isinstance(error, openai.APITimeoutError | anthropic.APITimeoutError) and not (
         _is_disconnect(error)
     ):
-        return unanswered("timeout", f"timeout: {error}")
+        return unanswered("timeout", _timeout_detail(error, config))
     if isinstance(error, openai.APIStatusError | anthropic.APIStatusError):
         response = error.response
         return refused(response.status_code, response.text, response.headers)
@@ -106,14 +201,19 @@ class _SdkTransport:
         raise NotImplementedError
 
     async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
+        return await within_deadline(self.config.timeout_s, self._send(wire, request))
+
+    async def _send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome:
         client = next(self._next)
         options: dict[str, Any] = {"headers": _headers(self.config, request)}
         try:
             raw: httpx2.Response = await client.post(
                 self.path, cast_to=httpx2.Response, content=wire.data, options=options
             )
+        except ReplyTooLargeError as error:  # the openai SDK lets it through unwrapped
+            return error.outcome()
         except (openai.APIError, anthropic.APIError) as error:
-            return _failure(error)
+            return _failure(error, self.config)
         body = raw.text
         return landed(raw.status_code, body, self.parse(body))
 
@@ -138,7 +238,7 @@ class OpenAITransport(_SdkTransport):
                 base_url=base_url,
                 max_retries=0,
                 timeout=_timeout(config),
-                http_client=openai.DefaultAioHttpClient(timeout=_timeout(config)),
+                http_client=_http_client(openai, config),
             )
             for _ in range(_client_count(config))
         ]
@@ -163,7 +263,7 @@ class AnthropicTransport(_SdkTransport):
                 base_url=base_url,
                 max_retries=0,
                 timeout=_timeout(config),
-                http_client=anthropic.DefaultAioHttpClient(timeout=_timeout(config)),
+                http_client=_http_client(anthropic, config),
             )
             for _ in range(_client_count(config))
         ]

@@ -83,7 +83,7 @@ responses = st.builds(
     body_problem=st.none() | st.sampled_from(["empty_body", "malformed_json", "empty_reply"]),
 )
 causes = st.none() | st.sampled_from(
-    ["connect", "timeout", "429", "5xx", "interrupted", "harness_4xx", "budget"]
+    ["connect", "timeout", "429", "5xx", "oversize", "interrupted", "harness_4xx", "budget"]
 )
 outcomes = st.builds(
     AttemptOutcome,
