@@ -6,6 +6,8 @@ MLflow store: eval_pipeline_tests/experiments/test_lost_store.py.)"""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,7 +80,7 @@ def test_a_warehouse_duckdb_cannot_open_is_named_with_what_to_do(
     if damage == "truncated":
         before = truncated_warehouse(warehouse)
     else:
-        before = b"SQLite format 3\x00" + bytes(4096)
+        before = b"not a database, " * 512
         warehouse.write_bytes(before)
     (paths.runs_dir() / "run-left-by-a-killed-demo").mkdir(parents=True)
     completed = evalp(["demo"], dict(os.environ))
@@ -175,13 +177,86 @@ def test_a_failed_commit_raises_its_own_cause_and_leaves_nothing(
     assert tables == [("world", "kept")]
 
 
-@pytest.mark.slow  # the main job's world stage on a full disk: about a minute
+@pytest.mark.slow  # the main job on the default world until its disk fills: about a minute
 def test_a_full_disk_under_the_demo_is_named_and_no_stage_is_half_visible(
     mount_point: Path,
 ) -> None:
+    """The default world's demo on a 20 MB disk: the stage whose write did not fit fails
+    naming the disk (exit 1: a failed run), and what Dagster records as materialized is
+    what the warehouse holds: the failed stage left no table, the ones before it all."""
     mount_tmpfs(mount_point, "20m")
     home = mount_point / "var"
     home.mkdir()
-    env = small_world_env(home) | env_at(home)
+    env = env_at(home)
     completed = evalp(["demo"], env)
     error_line(completed, 1, "no space left on the disk holding", str(home), "EVALP_HOME")
+    with dg.DagsterInstance.from_config(str(home / "dagster_home")) as instance:
+        materialized = {
+            key.to_user_string()
+            for key in instance.get_asset_keys()
+            if instance.get_latest_materialization_event(key) is not None
+        }
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as conn:
+        schemas = {
+            schema
+            for (schema,) in conn.execute(
+                "SELECT DISTINCT table_schema FROM information_schema.tables"
+            ).fetchall()
+        }
+    assert "fixtures" not in materialized  # the disk filled before the suite was frozen
+    assert ("world" in materialized) == ("world" in schemas)
+    assert ("answer_key" in materialized) == ("truth" in schemas)
+
+
+def sweep_run_id(stdout: str) -> str:
+    found = re.search(r"sweep run ([0-9a-f]{32}) with", stdout)
+    assert found is not None, stdout
+    return found.group(1)
+
+
+def store_has(home: Path, run_id: str, env: dict[str, str]) -> bool:
+    """Asked in a new process: this one's MLflow client would still hold a deleted store's
+    file open."""
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from eval_pipeline.tracking.store import default_store, has_run, "
+            "open_client; print(has_run(open_client(default_store()), sys.argv[1]))",
+            run_id,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return asked.stdout.strip() == "True"
+
+
+@pytest.mark.slow  # three small-world demos: about 4 minutes on 2 busy cores
+def test_a_lost_mlflow_store_or_warehouse_is_rebuilt_not_reported_up_to_date(
+    isolated_state: Path,
+) -> None:
+    """After a demo, var/mlflow/ deleted: the next demo logs the sweep again from the
+    warehouse (and prints a run the store holds), instead of "up to date" and a run id that
+    leads nowhere. Then the warehouse deleted: the next demo rebuilds it from the world's
+    seed and the kept call journals, instead of "up to date" and a missing table."""
+    env = small_world_env(isolated_state)
+    first = evalp(["demo"], env)
+    assert first.returncode == 0, first.stderr
+    headline = first.stdout[first.stdout.index("Headline") :].split("\n\n")[0]
+
+    shutil.rmtree(isolated_state / "mlflow")
+    second = evalp(["demo"], env)
+    assert second.returncode == 0, second.stderr
+    skipped = re.search(r"up to date, not run again \(\d+\): (.*?); their latest", second.stdout)
+    assert skipped is not None and "main job" in skipped.group(1), second.stdout
+    assert "results" not in skipped.group(1)  # the sweep logged again, and its report
+    assert store_has(isolated_state, sweep_run_id(second.stdout), env)
+
+    paths.warehouse_path().unlink()
+    third = evalp(["demo"], env)
+    assert third.returncode == 0, third.stderr
+    assert "up to date, not run again" not in third.stdout
+    assert third.stdout[third.stdout.index("Headline") :].split("\n\n")[0] == headline
+    assert store_has(isolated_state, sweep_run_id(third.stdout), env)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from eval_pipeline import paths
@@ -20,6 +21,7 @@ from eval_pipeline.tracking.store import default_store, open_client
 EXPERIMENT = "serving-path-sim-strong"
 
 
+@pytest.mark.slow  # an experiment run, then three commands: about 2.5 min on 2 busy cores
 def test_an_experiment_with_results_is_not_registered_again_in_a_new_store(
     at_project: tuple[Path, str],
 ) -> None:
@@ -58,12 +60,14 @@ def test_an_experiment_with_results_is_not_registered_again_in_a_new_store(
         text=True,
         timeout=300,
     )
-    assert f"{EXPERIMENT}: serving_path, margin 2; not registered" in listed.stdout, listed
+    assert f"{EXPERIMENT}: equivalence, margin 2; not registered" in listed.stdout, listed
 
 
 DEMO_PATH = """
 import sys
 import dagster as dg
+from eval_pipeline.experiments.spec import load_spec
+from eval_pipeline.mission.runner import NoProgress, run_registered_experiment
 
 with dg.DagsterInstance.get() as instance:
     outcome = run_registered_experiment(instance, load_spec(sys.argv[1]), NoProgress())
