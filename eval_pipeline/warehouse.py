@@ -215,13 +215,17 @@ def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
             conn.execute("ROLLBACK")
         except duckdb.Error as rollback_error:  # DuckDB gave the transaction up itself
             error.add_note(f"the rollback that followed failed too: {rollback_error}")
-        if isinstance(error, duckdb.Error):
-            raise _write_failure(error) from error
-        raise
+        failure = _write_failure(error) if isinstance(error, duckdb.Error) else error
+        if failure is error:
+            raise
+        raise failure from error
     try:
         conn.execute("COMMIT")
     except duckdb.Error as error:
-        raise _write_failure(error) from error
+        failure = _write_failure(error)
+        if failure is error:
+            raise
+        raise failure from error
 
 
 _QUOTED_FILE = re.compile(r'file "([^"]+)"')
