@@ -57,7 +57,7 @@ class _OneLineErrors(click.Group):
         except click.Abort:
             fail("aborted", 1)
         except EvalPipelineError as error:
-            fail(str(error))
+            fail(str(error), error.exit_code)
         if isinstance(returned, int) and returned:
             sys.exit(returned)  # click's own exits (e.g. --help) return their code
         return returned
@@ -181,8 +181,15 @@ def demo() -> None:
         echo_where_to_look(outcome.results)
     else:
         click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
+    refused = [e.refused for e in outcome.experiments if e.refused is not None]
+    for refusal in refused:
+        click.echo(f"error: {one_line(refusal)}", err=True)
     if not outcome.success:
-        sys.exit(1)
+        # Only refusals (something to fix before running again): 2; a failed run: 1.
+        ran = outcome.results is not None and outcome.results.success
+        sys.exit(
+            2 if refused and ran and all(e.success or e.refused for e in outcome.experiments) else 1
+        )
 
 
 def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
@@ -464,15 +471,12 @@ def experiment_list() -> None:
 def experiment_register(experiment_id: str) -> None:
     """Hash the spec (with the model configs and judge it names) and log it to MLflow as a
     registration run, before any result exists."""
-    from eval_pipeline.experiments.registry import register
-    from eval_pipeline.experiments.spec import load_spec, resolve
-    from eval_pipeline.tracking.provenance import code_version
-    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.experiments.spec import load_spec
+    from eval_pipeline.mission.runner import register_experiment
+    from eval_pipeline.tracking.store import default_store
 
-    spec = load_spec(experiment_id)
-    material, _, _ = resolve(spec)
+    registration, new = register_experiment(load_spec(experiment_id))
     store = default_store()
-    registration, new = register(open_client(store), store, spec, material, code_version())
     verb = "registered" if new else "already registered, unchanged"
     click.echo(
         f"{experiment_id}: {verb}; spec hash {registration.spec_hash}; MLflow run "

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from eval_pipeline.errors import LockedError
+from eval_pipeline.errors import LockedError, state_os_error
 from eval_pipeline.paths import var_dir
 
 
@@ -29,8 +29,11 @@ def flocked(path: Path, operation: int) -> Iterator[int]:
 def held_exclusively(path: Path, what: str) -> Iterator[None]:
     """Hold the lock file `path` (created if missing) for the block, or raise LockedError
     naming what holds it (its `what`, recorded in the file) and its process."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:  # a read-only var/: said here, before anything else is tried
+        raise state_os_error(error, path.parent) from error
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -43,8 +46,11 @@ def held_exclusively(path: Path, what: str) -> Iterator[None]:
                 f"{holding} is already running (process {holder}, lock {path}); wait for it "
                 f"to finish{wait}"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {what}\n".encode(), 0)
+        except OSError as error:  # a full disk
+            raise state_os_error(error, path) from error
         yield
     finally:
         os.close(fd)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from eval_pipeline.errors import state_os_error
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIGS_DIR = PROJECT_ROOT / "configs"
 DATA_DIR = PROJECT_ROOT / "data"
@@ -96,10 +98,13 @@ def prepared_dagster_home() -> Path:
     storage in this folder), turns telemetry off and serializes each pool by default, if it
     has none yet."""
     home = dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML, encoding="utf-8")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not config.exists():
+            config.write_text(DAGSTER_YAML, encoding="utf-8")
+    except OSError as error:  # a read-only or full var/: named, not a traceback
+        raise state_os_error(error, error.filename or home) from error
     return home
 
 

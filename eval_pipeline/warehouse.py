@@ -7,15 +7,25 @@ envelopes. Table names are validated identifiers, never user text pasted into SQ
 
 from __future__ import annotations
 
+import errno
 import re
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from eval_pipeline.errors import WarehouseError
+from eval_pipeline import paths
+from eval_pipeline.errors import (
+    EvalPipelineError,
+    LockedError,
+    StateError,
+    WarehouseError,
+    state_os_error,
+)
 
 WORLD_SCHEMA = "world"
 TRUTH_SCHEMA = "truth"
@@ -33,16 +43,86 @@ def _identifier(name: str) -> str:
 
 
 def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse file, creating its folder when writing."""
+    """Open the warehouse file, creating its folder when writing. Every open of the
+    warehouse comes here, so a file DuckDB cannot open reads as one error naming it and
+    what to do (a truncated or foreign file, no space, no permission, another writer)."""
     if read_only and not path.exists():
         raise WarehouseError(f"warehouse {path} does not exist; materialize the world first")
     if not read_only:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise state_os_error(error, path.parent, "create") from error
     # DuckDB's allocator keeps up to 128 MB a task before handing memory back; the
     # warehouse's work is bulk loads between long stretches of polars work, which would
     # otherwise start from what the last load kept (~100 MB at 10x scale).
-    return duckdb.connect(
-        str(path), read_only=read_only, config={"allocator_flush_threshold": "8MB"}
+    try:
+        conn = duckdb.connect(
+            str(path), read_only=read_only, config={"allocator_flush_threshold": "8MB"}
+        )
+    except (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException) as error:
+        raise unopenable(path, error) from error
+    if not read_only and not has_table(conn, CREATED_TABLE):
+        try:
+            _record_creation(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+CREATED_TABLE = f"{META_SCHEMA}.warehouse_created"
+"""When this warehouse file was created (epoch seconds): what Dagster recorded as
+materialized before it is not in it (the file was deleted or moved aside since)."""
+
+
+def _record_creation(conn: duckdb.DuckDBPyConnection) -> None:
+    """Date a warehouse on its first open for writing: now when it is new (holds no
+    table); 0 when it already held tables before it was dated (nothing known is older)."""
+    row = conn.execute("SELECT count(*) FROM information_schema.tables").fetchone()
+    created = 0.0 if row and row[0] else time.time()
+    with transaction(conn):
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {META_SCHEMA}")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {CREATED_TABLE} (created_at DOUBLE NOT NULL)")
+        conn.execute(f"INSERT INTO {CREATED_TABLE} VALUES (?)", [created])
+
+
+def created_at(path: Path) -> float | None:
+    """When the warehouse at `path` was created (epoch seconds); None when there is none."""
+    if not path.exists():
+        return None
+    conn = connect(path)
+    try:
+        value = read_value(conn, META_SCHEMA, "warehouse_created", "created_at")
+    finally:
+        conn.close()
+    if not isinstance(value, int | float):
+        raise WarehouseError(f"warehouse {path}: {CREATED_TABLE} holds {value!r}, not a time")
+    return float(value)
+
+
+_OS_REASONS = {
+    "No space left on device": errno.ENOSPC,
+    "Permission denied": errno.EACCES,
+    "Read-only file system": errno.EROFS,
+}
+
+
+def unopenable(path: Path, error: duckdb.Error) -> EvalPipelineError:
+    """What DuckDB's refusal to open `path` means for the user, as one of our errors."""
+    text = str(error)
+    for reason, number in _OS_REASONS.items():
+        if reason in text:
+            return state_os_error(OSError(number, reason), path, "open")
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return LockedError(
+            f"warehouse {path} is open for writing in another process ({text.splitlines()[0]}); "
+            "wait for it to finish"
+        )
+    return StateError(
+        f"warehouse {path} is not a readable DuckDB database ({text.splitlines()[0]}): move "
+        "it aside or delete it, and the next `evalp demo` rebuilds it (the call journals "
+        f"under {paths.runs_dir()} are kept and loaded again)"
     )
 
 
@@ -118,23 +198,65 @@ def _replace_table(
     )
 
 
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block in one transaction: all of it lands or none of it.
+
+    A block that fails is rolled back and its own error raised. A COMMIT that fails (the
+    disk filled while DuckDB wrote its log) has already rolled back: its error is raised,
+    never a ROLLBACK's "no transaction is active" in its place. A write that failed for
+    want of space or permission is raised as a StateError naming the file.
+    """
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException as error:
+        try:
+            conn.execute("ROLLBACK")
+        except duckdb.Error as rollback_error:  # DuckDB gave the transaction up itself
+            error.add_note(f"the rollback that followed failed too: {rollback_error}")
+        failure = _write_failure(error) if isinstance(error, duckdb.Error) else error
+        if failure is error:
+            raise
+        raise failure from error
+    try:
+        conn.execute("COMMIT")
+    except duckdb.Error as error:
+        failure = _write_failure(error)
+        if failure is error:
+            raise
+        raise failure from error
+
+
+_QUOTED_FILE = re.compile(r'file "([^"]+)"')
+
+
+def _write_failure(error: duckdb.Error) -> duckdb.Error | StateError:
+    """A write's DuckDB error, as a StateError naming the file when the disk refused it."""
+    text = str(error)
+    for reason, number in _OS_REASONS.items():
+        if reason in text:
+            named = _QUOTED_FILE.search(text)
+            return state_os_error(
+                OSError(number, reason), named.group(1) if named else "the warehouse"
+            )
+    return error
+
+
 def write_tables(
     conn: duckdb.DuckDBPyConnection, schema: str, tables: Mapping[str, pl.DataFrame]
 ) -> dict[str, int]:
     """Replace `schema`'s tables with `tables` in one transaction; returns row counts."""
     schema = _identifier(schema)
     counts: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="evalp-staging-") as folder:
-        conn.execute("BEGIN TRANSACTION")
-        try:
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            for name, frame in sorted(tables.items()):
-                _replace_table(conn, schema, _identifier(name), frame, Path(folder))
-                counts[name] = frame.height
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    with (
+        tempfile.TemporaryDirectory(prefix="evalp-staging-") as folder,
+        transaction(conn),
+    ):
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        for name, frame in sorted(tables.items()):
+            _replace_table(conn, schema, _identifier(name), frame, Path(folder))
+            counts[name] = frame.height
     return counts
 
 

@@ -142,6 +142,30 @@ def register(
     return registration, True
 
 
+def check_results_registration(
+    client: MlflowClient, store: TrackingStore, spec: ExperimentSpec, recorded: str | None
+) -> None:
+    """Refuse an experiment whose results exist (logged against registration `recorded`)
+    when the store no longer holds that registration: registering it now would date the
+    registration after its results, which is what pre-registration rules out."""
+    if recorded is None:
+        return
+    registration = find_registration(client, spec.id)
+    if registration is not None and registration.run_id == recorded:
+        return
+    held = (
+        "it holds no registration of it"
+        if registration is None
+        else f"it holds another registration, {registration.run_id}"
+    )
+    raise ExperimentError(
+        f"experiment {spec.id} has results logged against registration run {recorded}, "
+        f"which the MLflow store {store.uri} no longer holds ({held}); it is not registered "
+        "again after its results exist: restore the store from a backup, or ask the question "
+        "afresh under a new experiment id (a copy of its spec with a new `id`)"
+    )
+
+
 def check_unchanged(registration: Registration, material: Registered) -> None:
     """Refuse material that differs from what was registered, naming every changed field."""
     if material.digest() == registration.spec_hash:

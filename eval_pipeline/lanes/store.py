@@ -21,7 +21,7 @@ from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.records import CaseRun, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
-from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse import has_table, transaction
 
 CASE_RUNS = "runs.case_runs"
 TRACE_EVENTS = "runs.trace_events"
@@ -137,15 +137,10 @@ def load_partition_records(
         for identity in read_records(folder / IDENTITIES_JOURNAL, LaneIdentity)
     ]
     run_ids = sorted({run.run_id for run in cases})
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _upsert(con, LANE_IDENTITIES, [_identity_row(identity) for identity in identities])
         loaded_cases = _upsert(con, CASE_RUNS, [_case_row(run) for run in cases])
         loaded_events = _upsert(con, TRACE_EVENTS, [_trace_row(event) for event in events])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     envelopes = 0
     for run_id in run_ids:
         journal = runs_root / run_id / JOURNAL_NAME

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -33,10 +33,13 @@ from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.locks import PROJECT_LOCK, project_lock
 from eval_pipeline.mission import up_to_date
 from eval_pipeline.providers.envelope_store import load_pending_journals
+from eval_pipeline.warehouse import created_at
 
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo
+    from mlflow import MlflowClient
 
+    from eval_pipeline.experiments.registry import Registration
     from eval_pipeline.experiments.spec import ExperimentSpec
 
 ASSET_PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
@@ -63,6 +66,8 @@ class StepFailure:
     step: str
     message: str
     ours: bool
+    """The cause is an error of ours that asks for a fix before running again (`evalp`
+    exits 2); otherwise the run failed (exits 1)."""
 
 
 @dataclass(frozen=True)
@@ -141,21 +146,22 @@ class MainJobOutcome:
     """The steps that were up to date and not run (in mission order)."""
 
 
-def _our_error_names() -> set[str]:
-    names: set[str] = set()
-    pending: list[type[BaseException]] = [EvalPipelineError]
+def _our_errors() -> dict[str, type[EvalPipelineError]]:
+    """Every error class of ours, by the name Dagster records."""
+    found: dict[str, type[EvalPipelineError]] = {}
+    pending: list[type[EvalPipelineError]] = [EvalPipelineError]
     while pending:
         cls = pending.pop()
-        names.add(cls.__name__)
+        found[cls.__name__] = cls
         pending.extend(cls.__subclasses__())
-    return names
+    return found
 
 
 def step_failure_cause(step: str, error: SerializableErrorInfo) -> StepFailure:
     """The first error of ours in the chain Dagster recorded, from the outside in (the one
     our code raised to say what is wrong; what it was raised from is detail), else the
     innermost error."""
-    ours = _our_error_names()
+    ours = _our_errors()
     found: SerializableErrorInfo | None = None
     innermost = error
     current: SerializableErrorInfo | None = error
@@ -169,7 +175,9 @@ def step_failure_cause(step: str, error: SerializableErrorInfo) -> StepFailure:
     prefix = f"{chosen.cls_name}: "
     if prefix in text.split("\n", 1)[0]:
         text = text.split(prefix, 1)[1]
-    return StepFailure(step=step, message=text, ours=found is not None)
+    # A disk that filled under the run is a failed run (exit 1), not bad input (2).
+    bad_input = found is not None and ours[str(found.cls_name)].exit_code == 2
+    return StepFailure(step=step, message=text, ours=bad_input)
 
 
 def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
@@ -192,8 +200,13 @@ def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
 def recover_after_crash(instance: dg.DagsterInstance) -> Recovery:
     """Clean up what a demo killed mid-run left: its runs in progress marked failed, its
     unloaded call journals loaded. Call only while holding the demo lock."""
+    from eval_pipeline.warehouse import connect
+
+    warehouse = paths.warehouse_path()
+    if warehouse.exists():  # one DuckDB cannot open is named now, before any run starts
+        connect(warehouse).close()
     failed = recover_interrupted_runs(instance)
-    loaded = load_pending_journals(paths.runs_dir(), paths.warehouse_path())
+    loaded = load_pending_journals(paths.runs_dir(), warehouse)
     return Recovery(
         failed_runs=failed,
         loaded_journals=tuple(str(path) for path in loaded),
@@ -251,6 +264,18 @@ def run_job(
     selection = None
     if defs is not None:
         stale = up_to_date.stale_or_missing(defs, instance, selected, partition)
+        stale += [
+            key
+            for key in [
+                *up_to_date.missing_from_warehouse(
+                    defs, instance, selected, partition, created_at(paths.warehouse_path())
+                ),
+                *up_to_date.missing_from_tracking(
+                    instance, selected, partition, tracking_has_run()
+                ),
+            ]
+            if key not in stale
+        ]
         if not stale:
             if progress is not None:
                 progress.step(f"{step} (up to date, not run)")
@@ -270,6 +295,21 @@ def run_job(
         asset_selection=selection,
     )
     return _job_outcome(result, partition=partition)
+
+
+def tracking_has_run() -> Callable[[str], bool]:
+    """Whether the MLflow store the assets log to holds a run (the client is opened on
+    first use: most jobs record no MLflow run, and opening one costs about 2 s)."""
+    from eval_pipeline.tracking.store import default_store, has_run, open_client
+
+    clients: list[MlflowClient] = []
+
+    def holds(run_id: str) -> bool:
+        if not clients:
+            clients.append(open_client(default_store()))
+        return has_run(clients[0], run_id)
+
+    return holds
 
 
 def _stored_outcome(
@@ -488,7 +528,13 @@ def run_registered_experiment(
 ) -> ExperimentOutcome:
     """Register the spec if it is new (before any of its results exist), refuse it if it
     changed since its registration or names another fixture set, else run it."""
-    from eval_pipeline.experiments.registry import ExperimentError, register, require_registration
+    from eval_pipeline.defs.experiment_assets import arm_scores_key
+    from eval_pipeline.experiments.registry import (
+        ExperimentError,
+        check_results_registration,
+        register,
+        require_registration,
+    )
     from eval_pipeline.experiments.spec import resolve
     from eval_pipeline.tracking.provenance import code_version
     from eval_pipeline.tracking.store import default_store, open_client
@@ -504,6 +550,8 @@ def run_registered_experiment(
                 f"built {fixture_id}: not registered or run (its results would not answer "
                 "the question it states)"
             )
+        recorded = up_to_date.recorded_registration(instance, arm_scores_key(spec.id))
+        check_results_registration(client, store, spec, recorded)
         registration, new = register(client, store, spec, material, code_version())
         require_registration(client, spec, material, fixture_id)
     except ExperimentError as error:
@@ -517,6 +565,26 @@ def run_registered_experiment(
         registration_run_id=registration.run_id,
         newly_registered=new,
     )
+
+
+def register_experiment(spec: ExperimentSpec) -> tuple[Registration, bool]:
+    """`evalp experiment register`: the spec registered (True) or its registration found
+    unchanged (False); refused when results of it exist against a registration the MLflow
+    store no longer holds (a registration now would postdate them)."""
+    from eval_pipeline.defs.experiment_assets import arm_scores_key
+    from eval_pipeline.experiments.registry import check_results_registration, register
+    from eval_pipeline.experiments.spec import resolve
+    from eval_pipeline.tracking.provenance import code_version
+    from eval_pipeline.tracking.store import default_store, open_client
+
+    material, _, _ = resolve(spec)
+    os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())
+    with dg.DagsterInstance.get() as instance:
+        recorded = up_to_date.recorded_registration(instance, arm_scores_key(spec.id))
+    store = default_store()
+    client = open_client(store)
+    check_results_registration(client, store, spec, recorded)
+    return register(client, store, spec, material, code_version())
 
 
 def run_experiment(
@@ -556,6 +624,9 @@ def run_experiment(
             for arm in arms
         )
         and not up_to_date.stale_or_missing(defs, instance, [parity_report_key(experiment)])
+        and not up_to_date.missing_from_tracking(
+            instance, [parity_report_key(experiment)], None, tracking_has_run()
+        )
     ):
         shown.step(f"{experiment}: arms up to date")
         shown.step(f"{experiment}: parity report up to date")

@@ -10,7 +10,7 @@ one that is fresh is skipped and its latest materialization stands for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,83 @@ def stale_or_missing(
         if resolver.get_status(key, partition if graph.get(key).is_partitioned else None)
         in (StaleStatus.STALE, StaleStatus.MISSING)
     ]
+
+
+TRACKED_RUN_FIELDS = ("mlflow_parent_run_id", "mlflow_result_run_id")
+"""Materialization metadata naming the MLflow run an asset logged: the asset stands only
+while the tracking store still holds that run."""
+
+
+def missing_from_tracking(
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    partition: str | None,
+    has_run: Callable[[str], bool],
+) -> list[dg.AssetKey]:
+    """The assets among `keys` whose latest materialization logged an MLflow run the
+    tracking store no longer holds (the store deleted, emptied or replaced since): they
+    must run again, or the demo would print run ids that lead nowhere."""
+    stored = {
+        key: stored_result(instance, [key], (), partition).materializations.get(
+            key.to_user_string(), {}
+        )
+        for key in keys
+    }
+    return [
+        key
+        for key, metadata in stored.items()
+        if any(
+            isinstance(metadata.get(field), str)
+            and metadata[field]
+            and not has_run(str(metadata[field]))
+            for field in TRACKED_RUN_FIELDS
+        )
+    ]
+
+
+WAREHOUSE_RESOURCE = "warehouse"
+
+
+def missing_from_warehouse(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    keys: Iterable[dg.AssetKey],
+    partition: str | None,
+    created_at: float | None,
+) -> list[dg.AssetKey]:
+    """The assets among `keys` that write the warehouse and whose latest materialization
+    is older than the warehouse file (`created_at`: deleted or moved aside since, and a
+    new one begun): what they wrote is not in it, so they must run again."""
+    graph = defs.resolve_asset_graph()
+    chosen = []
+    for key in keys:
+        if WAREHOUSE_RESOURCE not in defs.resolve_assets_def(key).required_resource_keys:
+            continue
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=key,
+                asset_partitions=[partition]
+                if partition and graph.get(key).is_partitioned
+                else None,
+            ),
+            limit=1,
+        ).records
+        if records and (created_at is None or records[0].timestamp < created_at):
+            chosen.append(key)
+    return chosen
+
+
+def recorded_registration(instance: dg.DagsterInstance, arm_scores: dg.AssetKey) -> str | None:
+    """The MLflow registration run an experiment's latest arm results were logged against
+    (None: it has no results yet)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=arm_scores), limit=1
+    ).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    value = records[0].asset_materialization.metadata.get("registration_run_id")
+    recorded = None if value is None else value.value
+    return recorded if isinstance(recorded, str) and recorded else None
 
 
 def with_downstream(

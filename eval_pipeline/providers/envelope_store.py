@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_journal
-from eval_pipeline.warehouse import RUNS_SCHEMA, has_table
+from eval_pipeline.warehouse import RUNS_SCHEMA, connect, has_table, transaction
 
 TABLE = "runs.call_envelopes"
 OUTCOMES_VIEW = "runs.call_outcomes"
@@ -136,8 +136,7 @@ def load_journal(
     """Load a journal file into `runs.call_envelopes` in batches; returns new rows."""
     if isinstance(database, duckdb.DuckDBPyConnection):
         return _load(journal, database, batch_size)
-    database.parent.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(database)) as con:
+    with connect(database) as con:
         return _load(journal, con, batch_size)
 
 
@@ -147,8 +146,7 @@ def _load(journal: Path, con: duckdb.DuckDBPyConnection, batch_size: int) -> int
     size = journal.stat().st_size
     added = loaded = 0
     batch: list[CallEnvelope] = []
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for envelope in read_journal(journal):
             batch.append(envelope)
             loaded += 1
@@ -160,10 +158,6 @@ def _load(journal: Path, con: duckdb.DuckDBPyConnection, batch_size: int) -> int
             f"INSERT OR REPLACE INTO {LOADS_TABLE} VALUES (?, ?, ?, current_localtimestamp())",
             [str(journal.resolve()), size, loaded],
         )
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
     return added
 
 
@@ -184,8 +178,7 @@ def load_pending_journals(runs_root: Path, database: Path) -> dict[Path, int]:
     """Load every journal a run left unloaded; returns new rows per journal loaded."""
     if not runs_root.is_dir():
         return {}
-    database.parent.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(database)) as con:
+    with connect(database) as con:
         return {path: _load(path, con, 5_000) for path in pending_journals(runs_root, con)}
 
 

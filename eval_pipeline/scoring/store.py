@@ -21,7 +21,7 @@ from eval_pipeline.lanes.records import CaseRun, FirstCall, TraceEvent
 from eval_pipeline.lanes.store import CASE_OUTCOMES, TRACE_EVENTS
 from eval_pipeline.providers.envelope_store import OUTCOMES_VIEW
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
-from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse import has_table, transaction
 
 CASE_SCORES = "runs.case_scores"
 _COLUMNS = """
@@ -146,8 +146,7 @@ def write_scores(
 ) -> int:
     """Replace one partition's scores, in one transaction (other partitions untouched)."""
     ensure_score_table(con)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(
             f"DELETE FROM {CASE_SCORES} WHERE lane = ? AND model = ? AND seed = ?",
             [lane, model, seed],
@@ -162,10 +161,6 @@ def write_scores(
                 )
             finally:
                 con.unregister("staged_scores")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return len(scores)
 
 

@@ -126,3 +126,18 @@ def experiment_id(client: MlflowClient, name: str, store: TrackingStore) -> str:
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def has_run(client: MlflowClient, run_id: str) -> bool:
+    """Whether the store holds run `run_id`, not deleted (a store deleted or emptied since
+    the run was logged does not: what Dagster recorded of it no longer stands)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as error:
+        if error.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            return False
+        raise
+    return run.info.lifecycle_stage != "deleted"

@@ -4,11 +4,14 @@ leaves no run behind when refused; an accepted result starts after its registrat
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from eval_pipeline.experiments.registry import (
     KIND_TAG,
     ExperimentError,
+    check_results_registration,
     find_registration,
     log_result,
     mlflow_experiment_name,
@@ -122,3 +125,27 @@ def test_a_result_on_another_fixture_set_is_refused_naming_both(store: TrackingS
     register(client, store, experiment, material(experiment), code_version())
     with pytest.raises(ExperimentError, match=r"registered on fixture set fx-unit.*fx-regenerated"):
         require_registration(client, experiment, material(experiment), "fx-regenerated")
+
+
+def test_an_experiment_with_results_is_refused_where_its_registration_is_gone(
+    store: TrackingStore, tmp_path: Path
+) -> None:
+    """Results logged against a registration a store no longer holds (the store deleted,
+    emptied or replaced): refused, naming the experiment, the registration and the store;
+    a store holding another registration of it (made after the results) likewise."""
+    experiment = spec()
+    what = material(experiment)
+    registration, _ = register(open_client(store), store, experiment, what, code_version())
+    check_results_registration(open_client(store), store, experiment, registration.run_id)
+    check_results_registration(open_client(store), store, experiment, None)  # no results yet
+
+    new = TrackingStore(
+        uri=f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}", artifact_root=(tmp_path / "a2").as_uri()
+    )
+    with pytest.raises(ExperimentError) as refused:
+        check_results_registration(open_client(new), new, experiment, registration.run_id)
+    for named in (experiment.id, registration.run_id, new.uri, "holds no registration"):
+        assert named in str(refused.value)
+    again, _ = register(open_client(new), new, experiment, what, code_version())
+    with pytest.raises(ExperimentError, match=f"another registration, {again.run_id}"):
+        check_results_registration(open_client(new), new, experiment, registration.run_id)
