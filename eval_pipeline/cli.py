@@ -683,9 +683,13 @@ def sim() -> None:
 @sim.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=PORT_RANGE, default=8765, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Server seed.")
+@click.option("--seed", type=SEED_RANGE, default=0, show_default=True, help="Server seed.")
 @click.option(
-    "--latency-ms", type=int, default=0, show_default=True, help="Delay before every reply."
+    "--latency-ms",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Delay before every reply (milliseconds, >= 0).",
 )
 @click.option("--profile-options", default=None, help="JSON options per profile.")
 def sim_serve(
