@@ -363,29 +363,44 @@ def _seed_list(text: str) -> list[int]:
 @click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
 @click.option("--mlflow-port", type=PORT_RANGE, default=5000, show_default=True)
 def ui(port: int, mlflow_port: int) -> None:
-    """Serve the Dagster UI (this project's local instance) and the MLflow UI (the
-    tracking store) on loopback until interrupted."""
+    """Serve the Dagster UI (this project's local instance, with its daemon) and the MLflow
+    UI (the tracking store) on loopback until interrupted; both refuse a request naming a
+    host other than 127.0.0.1, localhost or [::1] (DNS rebinding)."""
     import signal
     import subprocess
     import time
 
+    from dagster import DagsterInstance
+
     from eval_pipeline.tracking.store import default_store, open_client
 
     home = paths.prepared_dagster_home()
+    # Each store is created once, here, before the servers open it: two processes creating
+    # a fresh one at once corrupt its schema (the webserver and the daemon, FIELD-NOTES).
+    with DagsterInstance.from_config(str(home)):
+        pass
     store = default_store()
-    open_client(store)  # creates the embedded store once, before the server reads it
+    open_client(store)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "DAGSTER_HOME": str(home), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    workspace = str(paths.PROJECT_ROOT / "workspace.yaml")
+    # `dagster dev` is the daemon plus a webserver that answers any Host header (DNS
+    # rebinding): the same two, with our webserver accepting loopback host names only.
     commands = {
         f"Dagster  http://127.0.0.1:{port}": [
-            str(bin_dir / "dagster"),
-            "dev",
-            "-w",
-            str(paths.PROJECT_ROOT / "workspace.yaml"),
-            "-h",
-            "127.0.0.1",
-            "-p",
+            sys.executable,
+            "-m",
+            "eval_pipeline.ui_server",
+            "--workspace",
+            workspace,
+            "--port",
             str(port),
+        ],
+        "Dagster daemon (schedules, sensors, run queue)": [
+            str(bin_dir / "dagster-daemon"),
+            "run",
+            "-w",
+            workspace,
         ],
         f"MLflow   http://127.0.0.1:{mlflow_port}": [
             str(bin_dir / "mlflow"),
