@@ -15,7 +15,7 @@ import contextlib
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp
@@ -34,7 +34,7 @@ def loopback_only(app: ASGIApp) -> ASGIApp:
     return TrustedHostMiddleware(app, allowed_hosts=list(LOOPBACK_NAMES), www_redirect=False)
 
 
-def build_app(context: IWorkspaceProcessContext) -> ASGIApp:
+def build_app(context: IWorkspaceProcessContext[Any]) -> ASGIApp:
     """Dagster's webserver app for ``context``, accepting loopback host names only."""
     from dagster_webserver.app import create_app_from_workspace_process_context
 
