@@ -181,7 +181,8 @@ def demo() -> None:
         echo_where_to_look(outcome.results)
     else:
         click.echo("Open the Dagster and MLflow UIs: ./dev ui   (or: evalp ui)")
-    if not outcome.success:
+    unhealed = _echo_unhealed(outcome.lanes)
+    if not outcome.success or unhealed:
         sys.exit(1)
 
 
@@ -202,10 +203,56 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
             click.echo(
                 f"  {asset:<17} {lane.partition:<32} cases {meta.get('cases')} "
                 f"(ran {meta.get('cases_run')}, healed {meta.get('cases_healed')}) "
-                f"‡ {meta.get('infra_errors')} † {meta.get('budget_stopped')} "
+                f"‡ {_unheard(meta)} † {meta.get('budget_stopped')} "
                 f"tool calls {meta.get('tool_calls')} cost ${meta.get('cost_usd')} "
                 f"[{meta.get('provider')}]"
             )
+
+
+def _unheard(meta: dict[str, object]) -> int:
+    """A lane partition's cases without a usable reply: infrastructure and harness errors
+    (both shown as ‡, as the scores show them)."""
+    return sum(
+        value if isinstance(value, int) else 0
+        for value in (meta.get("infra_errors"), meta.get("harness_errors"))
+    )
+
+
+def _echo_unhealed(lanes: Sequence[JobOutcome]) -> bool:
+    """Say which lane partitions ended with cases never heard (‡) and the top causes, the
+    server's own words included; True if any did (the command then exits 1)."""
+    unheard: list[tuple[str, int, list[object]]] = []
+    for lane in lanes:
+        for asset in ("model_lane_runs", "product_lane_runs"):
+            meta = lane.materializations.get(asset)
+            if meta and _unheard(meta):
+                causes = meta.get("unhealed_causes")
+                listed = causes if isinstance(causes, list) else []
+                unheard.append((f"{asset} {lane.partition}", _unheard(meta), listed))
+    if not unheard:
+        return False
+    total = sum(n for _, n, _ in unheard)
+    click.echo(
+        f"error: {total} case(s) in {len(unheard)} lane partition(s) ended without a usable "
+        "reply (‡: infrastructure or harness errors), so these numbers are not healthy. "
+        "Top causes:",
+        err=True,
+    )
+    for where, count, causes in unheard:
+        click.echo(f"  {where}: {count} case(s)", err=True)
+        for cause in causes:
+            if isinstance(cause, dict):
+                click.echo(
+                    f"    {cause.get('calls')} call(s) ended {cause.get('status')}: "
+                    f"{cause.get('detail')}",
+                    err=True,
+                )
+    click.echo(
+        "Fix the cause (the key, the server, the path) and run the same command again: "
+        "the cases not heard are re-run.",
+        err=True,
+    )
+    return True
 
 
 def _echo_results(results: JobOutcome) -> None:
@@ -596,7 +643,8 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
         _echo_results(outcome.results)
         echo_headline(outcome.results)
         echo_gate(outcome.results)
-    if not outcome.success:
+    unhealed = _echo_unhealed(outcome.lanes)
+    if not outcome.success or unhealed:
         sys.exit(1)
 
 
