@@ -101,7 +101,8 @@ def demo() -> None:
     """The whole mission on a local Dagster instance: world, answer key, fixtures,
     calibration, both lanes for every model and seed of the sweep, its registered
     experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
-    killed earlier demo left behind)."""
+    killed earlier demo left behind). Exits 1 if a step failed or a case got no usable
+    reply (‡: the top causes are printed; the next demo re-runs those cases)."""
     from eval_pipeline.mission.display import MissionBar
     from eval_pipeline.mission.runner import run_main_job
 
@@ -582,7 +583,8 @@ def experiment_run(experiment_id: str) -> None:
 def sweep(models: str, seeds: str, dry_run: bool) -> None:
     """Both lanes for each model × seed on the fixture set the main job froze, then scores,
     the gate, tracking and the report; real providers read their keys from the environment.
-    The plan (calls and worst-case cost) is printed first."""
+    The plan (calls and worst-case cost) is printed first. Exits 1 if a case got no usable
+    reply (‡), printing the top causes; run it again once fixed to re-run those cases."""
     from eval_pipeline import world_stages
     from eval_pipeline.lanes.sweep_plan import plan_sweep
     from eval_pipeline.providers.config import scan_model_configs
