@@ -30,6 +30,7 @@ price_model: local-llama
 base_url: {url}
 seed_header: x-evalp-seed
 max_in_flight: 16
+context_window_tokens: 200000
 timeout_s: 30
 connect_timeout_s: 5
 retry: {{max_attempts: 2, base_delay_s: 0.1, max_delay_s: 1, max_total_s: 10}}
@@ -100,6 +101,7 @@ def ran(stdout: str) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a small-world demo and two sweeps, on a shared machine
 def test_a_refused_sweep_exits_1_with_the_servers_reason_and_heals_once_fixed(
     isolated_state: Path, relay: Relay
 ) -> None:
