@@ -101,7 +101,8 @@ def demo() -> None:
     """The whole mission on a local Dagster instance: world, answer key, fixtures,
     calibration, both lanes for every model and seed of the sweep, its registered
     experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
-    killed earlier demo left behind)."""
+    killed earlier demo left behind). Exits 1 if a step failed or a case got no usable
+    reply (‡: the top causes are printed; the next demo re-runs those cases)."""
     from eval_pipeline.mission.display import MissionBar
     from eval_pipeline.mission.runner import run_main_job
 
@@ -184,6 +185,9 @@ def demo() -> None:
     refused = [e.refused for e in outcome.experiments if e.refused is not None]
     for refusal in refused:
         click.echo(f"error: {one_line(refusal)}", err=True)
+    unhealed = _echo_unhealed(outcome.lanes)
+    if unhealed:
+        sys.exit(1)
     if not outcome.success:
         # Only refusals (something to fix before running again): 2; a failed run: 1.
         ran = outcome.results is not None and outcome.results.success
@@ -209,10 +213,56 @@ def _echo_lanes(lanes: Sequence[JobOutcome]) -> None:
             click.echo(
                 f"  {asset:<17} {lane.partition:<32} cases {meta.get('cases')} "
                 f"(ran {meta.get('cases_run')}, healed {meta.get('cases_healed')}) "
-                f"‡ {meta.get('infra_errors')} † {meta.get('budget_stopped')} "
+                f"‡ {_unheard(meta)} † {meta.get('budget_stopped')} "
                 f"tool calls {meta.get('tool_calls')} cost ${meta.get('cost_usd')} "
                 f"[{meta.get('provider')}]"
             )
+
+
+def _unheard(meta: dict[str, object]) -> int:
+    """A lane partition's cases without a usable reply: infrastructure and harness errors
+    (both shown as ‡, as the scores show them)."""
+    return sum(
+        value if isinstance(value, int) else 0
+        for value in (meta.get("infra_errors"), meta.get("harness_errors"))
+    )
+
+
+def _echo_unhealed(lanes: Sequence[JobOutcome]) -> bool:
+    """Say which lane partitions ended with cases never heard (‡) and the top causes, the
+    server's own words included; True if any did (the command then exits 1)."""
+    unheard: list[tuple[str, int, list[object]]] = []
+    for lane in lanes:
+        for asset in ("model_lane_runs", "product_lane_runs"):
+            meta = lane.materializations.get(asset)
+            if meta and _unheard(meta):
+                causes = meta.get("unhealed_causes")
+                listed = causes if isinstance(causes, list) else []
+                unheard.append((f"{asset} {lane.partition}", _unheard(meta), listed))
+    if not unheard:
+        return False
+    total = sum(n for _, n, _ in unheard)
+    click.echo(
+        f"error: {total} case(s) in {len(unheard)} lane partition(s) ended without a usable "
+        "reply (‡: infrastructure or harness errors), so these numbers are not healthy. "
+        "Top causes:",
+        err=True,
+    )
+    for where, count, causes in unheard:
+        click.echo(f"  {where}: {count} case(s)", err=True)
+        for cause in causes:
+            if isinstance(cause, dict):
+                click.echo(
+                    f"    {cause.get('calls')} call(s) ended {cause.get('status')}: "
+                    f"{cause.get('detail')}",
+                    err=True,
+                )
+    click.echo(
+        "Fix the cause (the key, the server, the path) and run the same command again: "
+        "the cases not heard are re-run.",
+        err=True,
+    )
+    return True
 
 
 def _echo_results(results: JobOutcome) -> None:
@@ -370,29 +420,44 @@ def _seed_list(text: str) -> list[int]:
 @click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
 @click.option("--mlflow-port", type=PORT_RANGE, default=5000, show_default=True)
 def ui(port: int, mlflow_port: int) -> None:
-    """Serve the Dagster UI (this project's local instance) and the MLflow UI (the
-    tracking store) on loopback until interrupted."""
+    """Serve the Dagster UI (this project's local instance, with its daemon) and the MLflow
+    UI (the tracking store) on loopback until interrupted; both refuse a request naming a
+    host other than 127.0.0.1, localhost or [::1] (DNS rebinding)."""
     import signal
     import subprocess
     import time
 
+    from dagster import DagsterInstance
+
     from eval_pipeline.tracking.store import default_store, open_client
 
     home = paths.prepared_dagster_home()
+    # Each store is created once, here, before the servers open it: two processes creating
+    # a fresh one at once corrupt its schema (the webserver and the daemon, FIELD-NOTES).
+    with DagsterInstance.from_config(str(home)):
+        pass
     store = default_store()
-    open_client(store)  # creates the embedded store once, before the server reads it
+    open_client(store)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "DAGSTER_HOME": str(home), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    workspace = str(paths.PROJECT_ROOT / "workspace.yaml")
+    # `dagster dev` is the daemon plus a webserver that answers any Host header (DNS
+    # rebinding): the same two, with our webserver accepting loopback host names only.
     commands = {
         f"Dagster  http://127.0.0.1:{port}": [
-            str(bin_dir / "dagster"),
-            "dev",
-            "-w",
-            str(paths.PROJECT_ROOT / "workspace.yaml"),
-            "-h",
-            "127.0.0.1",
-            "-p",
+            sys.executable,
+            "-m",
+            "eval_pipeline.ui_server",
+            "--workspace",
+            workspace,
+            "--port",
             str(port),
+        ],
+        "Dagster daemon (schedules, sensors, run queue)": [
+            str(bin_dir / "dagster-daemon"),
+            "run",
+            "-w",
+            workspace,
         ],
         f"MLflow   http://127.0.0.1:{mlflow_port}": [
             str(bin_dir / "mlflow"),
@@ -524,7 +589,8 @@ def experiment_run(experiment_id: str) -> None:
 def sweep(models: str, seeds: str, dry_run: bool) -> None:
     """Both lanes for each model × seed on the fixture set the main job froze, then scores,
     the gate, tracking and the report; real providers read their keys from the environment.
-    The plan (calls and worst-case cost) is printed first."""
+    The plan (calls and worst-case cost) is printed first. Exits 1 if a case got no usable
+    reply (‡), printing the top causes; run it again once fixed to re-run those cases."""
     from eval_pipeline import world_stages
     from eval_pipeline.lanes.sweep_plan import plan_sweep
     from eval_pipeline.providers.config import scan_model_configs
@@ -585,7 +651,8 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
         _echo_results(outcome.results)
         echo_headline(outcome.results)
         echo_gate(outcome.results)
-    if not outcome.success:
+    unhealed = _echo_unhealed(outcome.lanes)
+    if not outcome.success or unhealed:
         sys.exit(1)
 
 
@@ -687,9 +754,13 @@ def sim() -> None:
 @sim.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=PORT_RANGE, default=8765, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Server seed.")
+@click.option("--seed", type=SEED_RANGE, default=0, show_default=True, help="Server seed.")
 @click.option(
-    "--latency-ms", type=int, default=0, show_default=True, help="Delay before every reply."
+    "--latency-ms",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Delay before every reply (milliseconds, >= 0).",
 )
 @click.option("--profile-options", default=None, help="JSON options per profile.")
 def sim_serve(

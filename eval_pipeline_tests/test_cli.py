@@ -147,6 +147,8 @@ def test_bad_input_to_every_command_is_one_line_naming_it_with_exit_2(
         (("sim", "serve", "--port", "99999"), ("'--port'", "99999")),
         (("sim", "serve", "--port", str(a_port_in_use)), (str(a_port_in_use), "in use")),
         (("sim", "serve", "--host", "999.1.1.1", "--port", "0"), ("999.1.1.1",)),
+        (("sim", "serve", "--port", "0", "--latency-ms", "-5"), ("'--latency-ms'", "-5")),
+        (("sim", "serve", "--port", "0", "--seed", "-1"), ("'--seed'", "-1")),
         (("fixtures", "freeze", "--out", str(a_file)), ("'--out'", str(a_file))),
         (("fixtures", "verify", str(tmp_path / "none")), (str(tmp_path / "none"),)),
         (("world", "--config", str(tmp_path / "none.yaml")), ("none.yaml",)),

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +23,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def post_status(url: str, host: str, body: bytes) -> int:
+    """The status of a POST to ``url`` naming ``host`` in its Host header (what a browser
+    sends after DNS rebinding points that name at 127.0.0.1)."""
+    request = urllib.request.Request(
+        url, data=body, headers={"Host": host, "Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
 
 
 def answers(url: str) -> bool:
@@ -63,6 +77,14 @@ def test_evalp_ui_serves_dagster_and_mlflow_and_stops_on_sigterm(isolated_state:
         )
         names = {e["name"] for e in json.load(listed)["experiments"]}
         assert "evalp/sweeps/fx-ui-test" in names
+        # Issue 25, finding 6: `dagster dev` answered a foreign Host 200.
+        graphql, query = f"{dagster}/graphql", json.dumps({"query": "{ version }"}).encode()
+        assert post_status(graphql, f"127.0.0.1:{dagster_port}", query) == 200
+        assert post_status(graphql, f"localhost:{dagster_port}", query) == 200
+        assert post_status(graphql, "evil.example.com", query) == 400
+        assert post_status(graphql, f"evil.example.com:{dagster_port}", query) == 400
+        search = f"{mlflow}/api/2.0/mlflow/experiments/search"
+        assert post_status(search, "evil.example.com", b'{"max_results": 1}') == 403
     finally:
         process.send_signal(signal.SIGTERM)
         out, _ = process.communicate(timeout=60)

@@ -101,11 +101,18 @@ def _run_lane(
         agent_db=latest_path(context, AGENT_WORLD_ASSET),
         settings=LaneSettings(lane=lane, guards=guards),
     )
+    from eval_pipeline.providers.labels import top_failures
+
     with model_session(sim, calls, run_id=run_id, configs={model: config}) as session:
         summary = execute_partition(request, config, session, paths.lanes_dir())
         labels = session.summary()
+        failures = top_failures(session.envelopes, session.redact)
     simulated = config.provider == SIMULATED
-    return dg.MaterializeResult(metadata=_metadata(summary, labels.labels, simulated))
+    metadata = _metadata(summary, labels.labels, simulated)
+    metadata["unhealed_causes"] = dg.MetadataValue.json(
+        [group.model_dump(mode="json") for group in failures] if summary.unheard else []
+    )
+    return dg.MaterializeResult(metadata=metadata)
 
 
 def _metadata(
@@ -120,6 +127,7 @@ def _metadata(
         "cases_kept": summary.kept,
         "cases_healed": summary.healed,
         "infra_errors": summary.infra_errors,
+        "harness_errors": summary.statuses.get("harness_error", 0),
         "budget_stopped": summary.budget_stopped,
         "statuses": dg.MetadataValue.json(summary.statuses),
         "end_reasons": dg.MetadataValue.json(summary.end_reasons),

@@ -2,8 +2,10 @@
 
 A partition keeps its own append-only records under ``<var>/lanes/<lane>/<model>/<seed>/``:
 ``cases.jsonl`` (one :class:`CaseRun` per case and attempt) and ``traces.jsonl``. Running a
-partition again re-runs only the cases whose latest attempt ended in an infrastructure
-error (‡) under the same fixture set, model config and lane settings, and keeps the rest:
+partition again re-runs only the cases whose latest attempt never heard a usable reply —
+an infrastructure error (‡) or a harness error (a 4xx: a wrong key, a server refusing our
+requests, fixed since) — under the same fixture set, model config and lane settings, and
+keeps the rest:
 the failed attempt stays on record and the new one supersedes it (healing). Anything else
 that changed (another fixture set, a guard turned off) starts the partition afresh.
 """
@@ -40,7 +42,7 @@ from eval_pipeline.lanes.conversation import (
     run_product_lane_case,
 )
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.records import CaseRun, Lane, LaneIdentity, TraceEvent
+from eval_pipeline.lanes.records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
@@ -51,6 +53,11 @@ from eval_pipeline.records import FrozenRecord
 CASES_JOURNAL = "cases.jsonl"
 TRACES_JOURNAL = "traces.jsonl"
 IDENTITIES_JOURNAL = "identities.jsonl"
+
+
+RERUN_STATUSES: frozenset[CaseStatus] = frozenset({"infra_error", "harness_error"})
+"""Case outcomes the next run of the partition re-runs (heals): the model was never heard,
+for a cause outside it that the user can fix (the path, the key, the server)."""
 
 
 class LaneSettings(FrozenRecord):
@@ -98,6 +105,11 @@ class LaneRunSummary(FrozenRecord):
     input_tokens: int
     output_tokens: int
     records: str
+
+    @property
+    def unheard(self) -> int:
+        """Cases left without a usable reply (what the next run re-runs)."""
+        return sum(n for status, n in self.statuses.items() if status in RERUN_STATUSES)
 
 
 def case_progress(session: CallSession) -> Progress:
@@ -172,7 +184,7 @@ async def run_partition(
     to_run = [
         c
         for c in chosen
-        if c.case_id not in previous or previous[c.case_id].status == "infra_error"
+        if c.case_id not in previous or previous[c.case_id].status in RERUN_STATUSES
     ]
     tools = tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
     client = session.client(config)
@@ -218,7 +230,7 @@ async def run_partition(
             fresh = await asyncio.gather(*(one(case, progress, task) for case in to_run))
     current = {**previous, **{run.case_id: run for run in fresh}}
     final = [current[c.case_id] for c in chosen if c.case_id in current]
-    healed = sum(1 for run in fresh if run.case_id in previous and run.status != "infra_error")
+    healed = sum(1 for run in fresh if run.case_id in previous and run.status not in RERUN_STATUSES)
     return summarize_runs(
         session.run_id,
         lane,

@@ -465,18 +465,35 @@ def run_sweep_partitions(
     for model in sweep.models:
         for seed in sweep.seeds:
             key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
+            # A partition left with cases never heard (‡) is run again even when Dagster
+            # finds it fresh: that run re-runs just those cases (healing).
+            unheard = defs is not None and _left_unheard(instance, lanes_job, str(key))
             outcomes.append(
                 run_job(
                     instance,
                     lanes_job,
                     "evalp demo",
-                    defs,
+                    None if unheard else defs,
                     str(key),
                     shown,
                     f"lanes: {model} seed {seed}",
                 )
             )
     return tuple(outcomes)
+
+
+def _left_unheard(
+    instance: dg.DagsterInstance, lanes_job: dg.JobDefinition, partition: str
+) -> bool:
+    """Whether the partition's latest lane runs left cases without a usable reply."""
+    stored = up_to_date.stored_result(
+        instance, lanes_job.asset_layer.selected_asset_keys, partition=partition
+    )
+    return any(
+        isinstance(count, int) and count > 0
+        for meta in stored.materializations.values()
+        for count in (meta.get("infra_errors"), meta.get("harness_errors"))
+    )
 
 
 def _outcome(

@@ -286,3 +286,45 @@ def summarize(calls: Iterable[LabelledCall]) -> LabelSummary:
 def naive_pass(http_status: int | None, body: str | None, expected_text: str) -> bool:
     """The boolean this module replaces: HTTP 200 and the expected text somewhere in the body."""
     return http_status == 200 and body is not None and expected_text in body
+
+
+class FailedCall(Protocol):
+    """What a cause summary reads from a call envelope."""
+
+    @property
+    def status(self) -> CallStatus: ...
+
+    @property
+    def http_status(self) -> int | None: ...
+
+    @property
+    def failure_detail(self) -> str | None: ...
+
+
+class FailureGroup(FrozenRecord):
+    """Final attempts that failed alike: a status, the HTTP status and the detail (the
+    server's own message for a refusal), with how many calls ended so."""
+
+    status: CallStatus
+    http_status: int | None
+    detail: str
+    calls: int
+
+    def line(self) -> str:
+        return f"{self.calls} call(s) ended {self.status}: {self.detail}"
+
+
+def top_failures(
+    calls: Iterable[FailedCall], redact: Callable[[str], str], limit: int = 3
+) -> tuple[FailureGroup, ...]:
+    """The most common ways final attempts failed (infrastructure or harness errors; not
+    retried attempts, not budget stops), most frequent first, each detail passed through
+    `redact` (a provider's refusal may echo a key)."""
+    counts: Counter[tuple[CallStatus, int | None, str]] = Counter()
+    for call in calls:
+        if call.status in ("infra_error", "harness_error"):
+            counts[(call.status, call.http_status, redact(call.failure_detail or "no detail"))] += 1
+    return tuple(
+        FailureGroup(status=status, http_status=http, detail=detail, calls=n)
+        for (status, http, detail), n in counts.most_common(limit)
+    )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,7 +91,7 @@ def refused(status: int, body: str, headers: Mapping[str, str]) -> AttemptOutcom
         http_status=status,
         body=body,
         cause=cause_of_status(status),
-        detail=f"HTTP {status}",
+        detail=f"HTTP {status}: {said}" if (said := server_message(body)) else f"HTTP {status}",
         retry_after_ms=parse_retry_after_ms(headers),
         response=None,
     )
@@ -214,6 +215,37 @@ def oversized(
         retry_after_ms=parse_retry_after_ms(headers),
         response=None,
     )
+
+
+SERVER_MESSAGE_CHARS = 200
+"""How much of a refusal's own words an envelope's `failure_detail` keeps."""
+
+
+def server_message(body: str | None) -> str | None:
+    """What a server said when it refused a call, on one line and at most
+    :data:`SERVER_MESSAGE_CHARS` long: the JSON error's message (OpenAI and Anthropic
+    write `{"error": {"message": ...}}`; others `{"error": "..."}`, `{"message": ...}` or
+    `{"detail": ...}`), else the start of the body. None for an empty body. The caller's
+    envelope is redacted like every stored text."""
+    if not body or not body.strip():
+        return None
+    said: object = body
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict):
+            error = error.get("message")
+        for candidate in (error, parsed.get("message"), parsed.get("detail")):
+            if isinstance(candidate, str) and candidate.strip():
+                said = candidate
+                break
+    text = " ".join(str(said).split())
+    if len(text) > SERVER_MESSAGE_CHARS:
+        text = text[: SERVER_MESSAGE_CHARS - 1] + "…"
+    return text
 
 
 def parse_retry_after_ms(headers: Mapping[str, str], now: datetime | None = None) -> int | None:

@@ -26,6 +26,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import secrets
 import socket
@@ -82,6 +83,15 @@ class SimConfig:
     plugins: Sequence[str] = ()
     request_log: str | None = None
 
+    def __post_init__(self) -> None:
+        # A negative or non-finite delay is a typo, not a request for none (or forever).
+        if not (math.isfinite(self.latency_ms) and self.latency_ms >= 0):
+            raise SimError(
+                f"latency_ms must be a finite number of milliseconds >= 0, got {self.latency_ms!r}"
+            )
+        if self.seed < 0:
+            raise SimError(f"the server seed must be >= 0, got {self.seed}")
+
 
 @dataclass(slots=True)
 class Plan:
@@ -101,7 +111,7 @@ class SimState:
         discover_profiles(config.plugins)
         self.config = config
         self.seed = config.seed
-        self.latency_s = max(0.0, config.latency_ms) / 1000.0
+        self.latency_s = config.latency_ms / 1000.0
         self.profiles: dict[str, Profile] = build_profiles(config.seed, config.profile_options)
         self.clock: date | None = None
         self._run = secrets.token_hex(4)

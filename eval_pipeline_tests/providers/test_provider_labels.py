@@ -29,7 +29,10 @@ from eval_pipeline.providers.labels import (
     expect_tool_call,
     naive_pass,
     summarize,
+    top_failures,
 )
+from eval_pipeline.providers.redact import Redactor
+from eval_pipeline.providers.transport import SERVER_MESSAGE_CHARS, server_message
 from eval_pipeline.providers.types import ModelResponse, ToolCall
 from eval_pipeline_tests.providers.conftest import LOOKUP
 
@@ -262,3 +265,50 @@ def test_a_money_grader_reads_both_sides_in_the_case_currency() -> None:
     assert not expect_answer("EUR 12.34", kind="money")(
         GradeInput(response=ANSWERED, answer="12.34")
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('{"error":{"message":"No connected db."}}', "No connected db."),
+        ('{"type":"error","error":{"type":"x","message":"bad key"}}', "bad key"),
+        ('{"error": "slow down"}', "slow down"),
+        ('{"detail": "Not Found"}', "Not Found"),
+        ('{"message": "nope\\n  twice"}', "nope twice"),
+        ("<html>\n<b>Bad Gateway</b></html>", "<html> <b>Bad Gateway</b></html>"),
+        ("", None),
+        ("  \n", None),
+    ],
+)
+def test_the_servers_message_is_read_from_its_error_body(body: str, said: str | None) -> None:
+    assert server_message(body) == said
+
+
+def test_a_long_server_message_is_cut_to_its_bound() -> None:
+    said = server_message("x" * 5000)
+    assert said is not None and len(said) == SERVER_MESSAGE_CHARS and said.endswith("…")
+
+
+@dataclass(frozen=True)
+class Failed:
+    status: CallStatus
+    http_status: int | None
+    failure_detail: str | None
+
+
+def test_top_failures_groups_final_failures_most_common_first_redacted() -> None:
+    refused = Failed("harness_error", 400, "HTTP 400: No connected db. key sk-secret-123")
+    calls = [
+        refused,
+        refused,
+        Failed("infra_error", None, "connect: refused"),
+        Failed("retried", 503, "HTTP 503"),
+        Failed("ok", 200, None),
+        Failed("budget_stopped", None, "over budget"),
+    ]
+    groups = top_failures(calls, Redactor(["sk-secret-123"]))
+    assert [(g.status, g.http_status, g.detail, g.calls) for g in groups] == [
+        ("harness_error", 400, "HTTP 400: No connected db. key [REDACTED]", 2),
+        ("infra_error", None, "connect: refused", 1),
+    ]
+    assert top_failures(calls, Redactor(), limit=1)[0].calls == 2

@@ -306,3 +306,25 @@ def test_a_refused_connection_is_a_connect_drop(tmp_path: Path) -> None:
     assert result.status == "infra_error"
     assert result.label.drop_cause == "connect"
     assert [e.failure_cause for e in result.envelopes] == ["connect"] * FAST_RETRY.max_attempts
+
+
+async def no_connected_db(request: web.Request, body: bytes) -> web.StreamResponse:
+    key = request.headers.get("Authorization", request.headers.get("x-api-key", ""))
+    message = f"No connected db. (key {key.removeprefix('Bearer ')})"
+    return web.json_response({"error": {"message": message}}, status=400)
+
+
+@pytest.mark.parametrize("api", ["openai_compatible", "openai_chat", "anthropic_messages"])
+def test_a_refusal_keeps_the_servers_own_message_in_its_detail_redacted(
+    tmp_path: Path, api: str
+) -> None:
+    """Issue 25, finding 7: the detail of a 400 said only "HTTP 400"; the server's reason
+    was in the stored body alone. It says what the server said, with any key redacted."""
+
+    async def run() -> CallResult:
+        async with recording_server(no_connected_db) as server:
+            return await one_call(tmp_path, config_for(server.base_url, api))
+
+    result = asyncio.run(run())
+    assert result.status == "harness_error"
+    assert result.final.failure_detail == "HTTP 400: No connected db. (key [REDACTED])"

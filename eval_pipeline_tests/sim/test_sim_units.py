@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -9,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.providers.schema_check import schema_problem
-from eval_pipeline.sim.errors import ProfileError
+from eval_pipeline.sim.errors import ProfileError, SimError
 from eval_pipeline.sim.neutral import Reply, SimToolCall, stable_index, stable_unit
 from eval_pipeline.sim.profiles import build_profiles, discover_profiles, register_profile
 from eval_pipeline.sim.schema import example_value
-from eval_pipeline.sim.server import parse_profile_options
+from eval_pipeline.sim.server import SimConfig, parse_profile_options
 from eval_pipeline.sim.tokens import fit_reply, reply_tokens, text_tokens
 
 SCHEMAS: list[dict[str, Any]] = [
@@ -169,3 +171,36 @@ def test_a_profile_may_report_its_own_usage() -> None:
     too_long = Reply(text_blocks=("ok",), output_tokens=500)
     cut, tokens = fit_reply(too_long, 100)
     assert tokens == 100 and cut.stop == "max_tokens" and cut.text == "ok"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"latency_ms": -5.0}, "latency_ms"),
+        ({"latency_ms": float("inf")}, "latency_ms"),
+        ({"latency_ms": float("nan")}, "latency_ms"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_a_negative_or_endless_latency_or_seed_is_refused(
+    options: dict[str, Any], named: str
+) -> None:
+    """Issue 25, finding 12: `--latency-ms -5` was clamped to 0 in silence (and `inf`
+    would stall every reply forever); the server's config refuses them, naming the field."""
+    with pytest.raises(SimError, match=named):
+        SimConfig(**options)
+
+
+def test_the_module_entry_point_refuses_a_negative_latency() -> None:
+    """`python -m eval_pipeline.sim --latency-ms -5` ends at once with one line (before the
+    fix it served, clamped to 0, until killed: the timeout here)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.sim", "--port", "0", "--latency-ms", "-5"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.strip().splitlines() == [
+        "sim: error: latency_ms must be a finite number of milliseconds >= 0, got -5.0"
+    ]

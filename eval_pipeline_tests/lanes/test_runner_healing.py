@@ -1,0 +1,113 @@
+"""Which cases a partition's next run re-runs (issue 25, finding 7): a case whose call was
+refused (a harness error: a wrong key, a server refusing us) is re-run once the cause is
+fixed, like an infrastructure error; a completed case is kept."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.lanes.runner import LaneRunSummary, LaneSettings, partition_dir, run_partition
+from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallSession
+from eval_pipeline.sim.process import running_sim
+
+REFUSAL = {"error": {"message": "No connected db."}}
+
+
+@dataclass
+class Switch:
+    """The server's state: refusing every call, or passing calls to the simulated provider."""
+
+    fixed: bool = False
+
+
+@asynccontextmanager
+async def relay(sim_url: str, switch: Switch) -> AsyncIterator[str]:
+    async with aiohttp.ClientSession() as forward:
+
+        async def endpoint(request: web.Request) -> web.StreamResponse:
+            if not switch.fixed:
+                return web.json_response(REFUSAL, status=400)
+            headers = {k: v for k, v in request.headers.items() if k.lower() == "x-evalp-seed"}
+            async with forward.post(
+                sim_url + request.path.removeprefix("/v1"),
+                data=await request.read(),
+                headers={**headers, "Content-Type": "application/json"},
+            ) as reply:
+                return web.Response(
+                    status=reply.status, body=await reply.read(), content_type="application/json"
+                )
+
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", endpoint)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        try:
+            yield f"http://{host}:{port}/v1"
+        finally:
+            await runner.cleanup()
+
+
+def test_refused_cases_are_rerun_once_the_server_is_fixed_and_completed_ones_kept(
+    small_fixture_set: FixtureSet, tmp_path: Path
+) -> None:
+    cases = small_fixture_set.cases[:8]
+    switch = Switch()
+    folder = partition_dir("model", "relay", 0, tmp_path / "lanes")
+
+    async def one_run(base_url: str, run_id: str) -> LaneRunSummary:
+        config = ModelConfig.model_validate(
+            {
+                "name": "relay",
+                "api": "openai_compatible",
+                "provider": "relay-under-test",
+                "model": "sim-strong",
+                "base_url": base_url,
+                "seed_header": "x-evalp-seed",
+                "timeout_s": 20,
+                "connect_timeout_s": 5,
+            }
+        )
+        session = CallSession(
+            run_id=run_id, journal_path=tmp_path / "runs" / run_id / "envelopes.jsonl"
+        )
+        async with session:
+            return await run_partition(
+                lane="model",
+                config=config,
+                seed=0,
+                fixture_set=small_fixture_set,
+                session=session,
+                settings=LaneSettings(lane="model"),
+                toolbox=None,
+                folder=folder,
+                cases=cases,
+            )
+
+    async def go() -> tuple[LaneRunSummary, LaneRunSummary, LaneRunSummary]:
+        with running_sim() as sim:
+            async with relay(sim.openai_base_url, switch) as url:
+                refused = await one_run(url, "refused")
+                switch.fixed = True
+                fixed = await one_run(url, "fixed")
+                again = await one_run(url, "again")
+        return refused, fixed, again
+
+    refused, fixed, again = asyncio.run(go())
+    assert refused.statuses == {"harness_error": len(cases)}
+    # Before the fix: ran 0, healed 0, every case still a harness error.
+    assert (fixed.ran, fixed.healed) == (len(cases), len(cases))
+    assert fixed.statuses == {"completed": len(cases)}
+    assert (again.ran, again.kept) == (0, len(cases))
+    assert (refused.unheard, fixed.unheard) == (len(cases), 0)
