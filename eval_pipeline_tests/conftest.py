@@ -75,3 +75,9 @@ def label_world(default_seed: int) -> GeneratedWorld:
 @pytest.fixture(scope="session")
 def label_key(label_world: GeneratedWorld) -> AnswerKey:
     return LabelWorld().answer_key(label_world)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, the order otherwise kept: a run that includes them (`.ci/run`)
+    starts the long ones at once, beside the fast ones, instead of after them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
