@@ -34,15 +34,18 @@ Placement = Literal["answer", "abstain", "none"]
 
 ANSWER_TAGS: tuple[str, ...] = ("ANSWER", "ABSTAIN")
 _TAGS = "|".join(ANSWER_TAGS)
-_INSIDE_A_LINE = rf"(?<![^\W_])(?:{_TAGS})[\s*_`]*:"
+_INSIDE_A_LINE = rf"(?<![^\W_])(?:{_TAGS})[\s*_`]*+:"
 """A tag inside a line: in capitals, not preceded by a letter or digit."""
 _TAGGED = re.compile(
-    rf"(?:^[\s>*_\-#`]*(?i:({_TAGS}))|(?<![^\W_])({_TAGS}))[\s*_`]*:"
-    rf"[\s*_`]*(?P<value>.*?)[\s*_`]*(?=$|{_INSIDE_A_LINE})",
+    rf"(?:^(?:[^\S\n]|[>*_\-#`])*+(?i:({_TAGS}))|(?<![^\W_])({_TAGS}))[\s*_`]*+:"
+    rf"[\s*_`]*+(?P<value>.*?)(?=$|{_INSIDE_A_LINE})",
     re.MULTILINE,
 )
 """One tag and its value: at a line's start in any case, or inside a line in capitals;
-the value runs to the end of the line or to the next tag inside it."""
+the value runs to the end of the line or to the next tag inside it (its trailing spaces
+and marks are cut by `_trimmed`). Possessive runs, and a line start that stays on its
+line, keep it linear: no run of spaces or marks is scanned again from each position."""
+_MARKS = "*_`"
 TAG_LETTERS: dict[str, str] = {
     "A": "aA",
     "B": "bB",
@@ -114,7 +117,7 @@ def final_answer(text: str | None) -> FinalAnswer:
 def _final(text: str | None) -> tuple[Placement, str | None]:
     """:func:`final_answer` as a plain tuple (the bulk re-label reads many replies)."""
     lines = [
-        (_tag(m.group(1) or m.group(2)), m.group("value").strip())
+        (_tag(m.group(1) or m.group(2)), _trimmed(m.group("value")))
         for m in _TAGGED.finditer(text or "")
     ]
     if not lines:
@@ -132,6 +135,16 @@ def _final(text: str | None) -> tuple[Placement, str | None]:
             return "answer", value
     assert last_abstain is not None
     return "abstain", lines[last_abstain][1]
+
+
+def _trimmed(value: str) -> str:
+    """A tag's value without the spaces and markdown marks after it, in one pass from the
+    end (a pattern anchored at the line's end would rescan a long run from each of its
+    characters). Those before it `_TAGGED` has already passed over."""
+    end = len(value)
+    while end and (value[end - 1].isspace() or value[end - 1] in _MARKS):
+        end -= 1
+    return value[:end]
 
 
 def _tag(matched: str) -> str:

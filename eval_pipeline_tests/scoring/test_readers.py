@@ -481,3 +481,13 @@ def test_the_models_last_answer_wins_wherever_its_tag_stands(reply: str, raw: st
 )
 def test_where_a_tag_stands_and_where_its_value_ends(reply: str, placement: str, raw: str) -> None:
     assert final_answer(reply) == FinalAnswer(placement=placement, raw=raw)
+
+
+@pytest.mark.timeout(20)  # linear: milliseconds; the old pattern rescanned each run of
+# spaces and marks from each of its characters (20,000 spaces: 15 s; this: hours)
+@pytest.mark.parametrize("run", [" ", "*_", "\n", " \t`"])
+def test_a_long_run_of_spaces_or_marks_is_read_in_one_pass(run: str) -> None:
+    filler = run * (1_000_000 // len(run))
+    assert final_answer(f"ANSWER: 5{filler}x") == FinalAnswer(
+        placement="answer", raw="5" + ("" if run == "\n" else filler + "x")
+    )
