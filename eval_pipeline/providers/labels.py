@@ -11,7 +11,7 @@ A call is labelled, in this order of precedence:
    (even nothing: a reply that ran out of tokens before any visible text is truncated).
 3. ``empty`` — a 200 with nothing in it: empty or unparsable body, no choices/content,
    no text and no tool calls.
-4. ``schema`` — a reply in the wrong shape: text with no ANSWER or ABSTAIN line (read by
+4. ``schema`` — a reply in the wrong shape: text with no ANSWER or ABSTAIN tag (read by
    :mod:`eval_pipeline.scoring.readers`, the same reader the scorers use), a tool call whose
    arguments are not a JSON object or break the tool's schema, a call to a tool that was
    not offered.

@@ -3,10 +3,14 @@
 One reader per answer kind, used wherever an answer is read (the call classifier, the
 scorers, the ablation), so the label stored at call time and the score agree:
 
-- the final line: the last ``ANSWER:`` or ``ABSTAIN:`` line (``**ANSWER:**``, ``- ANSWER:``
-  and any case count); an ``ABSTAIN:`` line alone or beside a placeholder answer
-  (``ANSWER: N/A``, ``$0``, ``NO``, ``0``, ``ABSTAIN``) is an abstention, an abstention
-  followed later by a real answer is not;
+- the final answer: the last ``ANSWER:`` or ``ABSTAIN:`` tag wherever it stands, its value
+  running to the end of its line or to the next tag (``... ANSWER: $1,204.18 Actually,
+  correcting: ANSWER: $1,250.00`` answers 1,250.00). At a line's start, after markdown
+  marks, a tag is read in any case (``**ANSWER:**``, ``- answer:``); inside a line only
+  in capitals and not inside a word (prose saying "my answer: ..." is not a tag). An
+  ``ABSTAIN:`` alone or beside a placeholder answer (``ANSWER: N/A``, ``$0``, ``NO``,
+  ``0``, ``ABSTAIN``) is an abstention, an abstention followed later by a real answer is
+  not;
 - money: a Decimal in the case's currency, whatever the symbols, separators and trailing
   zeros (``$2,480.10``, ``USD 2480.1``, ``2 480,10 €`` is refused only if it names another
   currency); percentages, counts, dates, identifiers and text, sets of line ids, YES/NO.
@@ -29,10 +33,19 @@ from eval_pipeline.records import FrozenRecord
 Placement = Literal["answer", "abstain", "none"]
 
 ANSWER_TAGS: tuple[str, ...] = ("ANSWER", "ABSTAIN")
-_LINE = re.compile(
-    rf"^[\s>*_\-#`]*({'|'.join(ANSWER_TAGS)})[\s*_`]*:[\s*_`]*(?P<value>.*?)[\s*_`]*$",
-    re.IGNORECASE | re.MULTILINE,
+_TAGS = "|".join(ANSWER_TAGS)
+_INSIDE_A_LINE = rf"(?<![^\W_])(?:{_TAGS})[\s*_`]*+:"
+"""A tag inside a line: in capitals, not preceded by a letter or digit."""
+_TAGGED = re.compile(
+    rf"(?:^(?:[^\S\n]|[>*_\-#`])*+(?i:({_TAGS}))|(?<![^\W_])({_TAGS}))[\s*_`]*+:"
+    rf"[\s*_`]*+(?P<value>.*?)(?=$|{_INSIDE_A_LINE})",
+    re.MULTILINE,
 )
+"""One tag and its value: at a line's start in any case, or inside a line in capitals;
+the value runs to the end of the line or to the next tag inside it (its trailing spaces
+and marks are cut by `_trimmed`). Possessive runs, and a line start that stays on its
+line, keep it linear: no run of spaces or marks is scanned again from each position."""
+_MARKS = "*_`"
 TAG_LETTERS: dict[str, str] = {
     "A": "aA",
     "B": "bB",
@@ -52,13 +65,13 @@ ANSWER_SUFFIX_REGEX = (
     + r").*"
 )
 """A polars (Rust regex) pattern matching a reply from the start of the first line that
-holds anything the answer line could read as a tag, to the end: `final_answer` (so
+holds anything `_TAGGED` could read as a tag, to the end: `final_answer` (so
 `answer_text` and `grade_answer` of a line-read case) gives the same for the match as for
 the whole reply, and none when nothing matches. Reasoning before the answer lines is cut
-off, so a bulk reader reads each distinct ending once. (A line of `_LINE` starts at a line
-start, and only spaces and markdown marks can stand before its tag, so a match beginning
-on an earlier line reads the same tag and value as one beginning on the tag's own line; no
-tag-like letters, no match.)"""
+off, so a bulk reader reads each distinct ending once. (Every tag `_TAGGED` reads, at a
+line's start or inside a line, is tag-like letters on a line at or after the match's
+first; the lines cut off hold none, and a tag at the ending's start sees the same
+"nothing before it" as after the newline it had; no tag-like letters, no match.)"""
 _PLACEHOLDERS = frozenset(
     {"", "n/a", "na", "none", "$0", "0", "no", "abstain", "-", "unknown", "null"}
 )
@@ -96,14 +109,17 @@ class ReadValue(FrozenRecord):
 
 
 def final_answer(text: str | None) -> FinalAnswer:
-    """The final answer line of a reply (see the module docstring)."""
+    """The final answer of a reply: its last tag (see the module docstring)."""
     placement, raw = _final(text)
     return FinalAnswer(placement=placement, raw=raw)
 
 
 def _final(text: str | None) -> tuple[Placement, str | None]:
     """:func:`final_answer` as a plain tuple (the bulk re-label reads many replies)."""
-    lines = [(_tag(m.group(1)), m.group("value").strip()) for m in _LINE.finditer(text or "")]
+    lines = [
+        (_tag(m.group(1) or m.group(2)), _trimmed(m.group("value")))
+        for m in _TAGGED.finditer(text or "")
+    ]
     if not lines:
         return "none", None
     last_answer = max((i for i, (tag, _) in enumerate(lines) if tag == "ANSWER"), default=None)
@@ -121,10 +137,20 @@ def _final(text: str | None) -> tuple[Placement, str | None]:
     return "abstain", lines[last_abstain][1]
 
 
+def _trimmed(value: str) -> str:
+    """A tag's value without the spaces and markdown marks after it, in one pass from the
+    end (a pattern anchored at the line's end would rescan a long run from each of its
+    characters). Those before it `_TAGGED` has already passed over."""
+    end = len(value)
+    while end and (value[end - 1].isspace() or value[end - 1] in _MARKS):
+        end -= 1
+    return value[:end]
+
+
 def _tag(matched: str) -> str:
-    """The tag a line's matched tag spells: by its second letter, since `re.IGNORECASE`
-    also matches letters whose upper case is another (`ABSTAİN`.upper() is not
-    `ABSTAIN`)."""
+    """The tag a matched tag spells: by its second letter, since `re.IGNORECASE` (a tag at
+    a line's start) also matches letters whose upper case is another (`ABSTAİN`.upper() is
+    not `ABSTAIN`)."""
     return "ANSWER" if matched[1] in TAG_LETTERS["N"] else "ABSTAIN"
 
 

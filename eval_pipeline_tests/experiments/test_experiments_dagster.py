@@ -137,7 +137,7 @@ def test_an_edited_spec_an_unknown_id_and_another_fixture_set_are_refused(
     assert not (paths.var_dir() / "experiments" / "never-registered").exists()
 
 
-@pytest.mark.slow  # 60 s: kept out of CI's 10 minutes; run with `./dev test -m slow`
+@pytest.mark.slow  # 60 s: out of the default run; CI runs it (.ci/run)
 def test_two_experiment_runs_at_once_share_the_stores_cleanly(
     at_project: tuple[Path, str],
 ) -> None:

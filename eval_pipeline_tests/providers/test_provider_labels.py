@@ -34,7 +34,9 @@ from eval_pipeline.providers.labels import (
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import SERVER_MESSAGE_CHARS, server_message
 from eval_pipeline.providers.types import ModelResponse, ToolCall
+from eval_pipeline.scoring.readers import grade_answer, reader_for
 from eval_pipeline_tests.providers.conftest import LOOKUP
+from eval_pipeline_tests.scoring.test_readers import CORRECTED_REPLIES, make_case
 
 ANSWERED = ModelResponse(text="Checked the ledger.\nANSWER: 42", stop_kind="end")
 
@@ -126,6 +128,19 @@ def test_graded_calls_keep_the_answer_they_were_graded_on() -> None:
     assert classify("ok", ANSWERED) == LabelResult(
         label=None, reason="well-formed, not graded", answer="42"
     )
+
+
+@pytest.mark.parametrize(("text", "raw"), CORRECTED_REPLIES)
+def test_the_stored_label_and_the_score_take_the_same_corrected_answer(text: str, raw: str) -> None:
+    """Issue 25, finding 9: the label stored at call time and the score read one answer,
+    the last one, wherever its tag stands (the withdrawn 1,204.18 graded neither)."""
+    case = make_case("money", "1250.00")
+    reply = ModelResponse(text=text, stop_kind="end")
+    label = classify(
+        "ok", reply, grader=expect_answer("1250.00", "money"), read_answer=reader_for(case)
+    )
+    assert label == LabelResult(label="right", reason="graded right", answer=raw)
+    assert grade_answer(case, text).value == "1250"
 
 
 def test_the_grader_sees_the_whole_reply_and_the_answer_read_from_it() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from eval_pipeline.fixtures.case import AnswerKind, Case
 from eval_pipeline.scoring.readers import (
+    FinalAnswer,
     ReadValue,
     answer_text,
     case_currency,
@@ -431,3 +432,62 @@ def test_the_contract_currency_is_read_from_the_last_line_of_a_longer_prompt() -
         update={"prompt": "Question.\n<amount in GBP>\nEnd with one line: ANSWER: $<amount in USD>"}
     )
     assert case_currency(usd) == "USD"
+
+
+# -- issue 25, finding 9: an answer the model withdrew was graded. A tag was read only at a
+# line's start, so `... Actually, correcting: ANSWER: $1,250.00` was not read and the reply
+# was graded on the 1,204.18 it withdrew. The last tag wins wherever it stands.
+
+CORRECTED_REPLIES = [
+    ("ANSWER: $1,204.18\nActually, correcting: ANSWER: $1,250.00", "$1,250.00"),
+    ("ANSWER: $1,204.18 Actually, correcting: ANSWER: $1,250.00", "$1,250.00"),
+    ("ANSWER: $1,204.18 (wrong rate) correcting: **ANSWER:** $1,250.00", "$1,250.00"),
+    ("Summing up... ANSWER: $1,204.18.\nNo: correcting, _ANSWER:_ `$1,250.00` ", "$1,250.00"),
+]
+
+
+@pytest.mark.parametrize(("reply", "raw"), CORRECTED_REPLIES)
+def test_the_models_last_answer_wins_wherever_its_tag_stands(reply: str, raw: str) -> None:
+    assert final_answer(reply) == FinalAnswer(placement="answer", raw=raw)
+    grade = grade_answer(make_case("money", "1250.00"), reply)
+    assert (grade.correct, grade.value) == (True, "1250"), grade.reason
+
+
+@pytest.mark.parametrize(
+    ("reply", "placement", "raw"),
+    [
+        # two answers and no correction: the last, as before, on one line or two
+        ("ANSWER: 40\nANSWER: 41", "answer", "41"),
+        ("ANSWER: 40 ANSWER: 41", "answer", "41"),
+        # a tag's value ends where the next tag on its line starts
+        ("ABSTAIN: unsure ANSWER: N/A", "abstain", "unsure"),
+        ("ANSWER: 41 ABSTAIN: unsure", "abstain", "unsure"),
+        ("ANSWER: ABSTAIN: no such row", "abstain", "no such row"),
+        (
+            "The ledger has no such row. ABSTAIN: no row for that period",
+            "abstain",
+            "no row for that period",
+        ),
+        # inside a line only the capital tag counts, and not inside a word or number
+        ("ANSWER: 41\nmy first answer: 40, I thought", "answer", "41"),
+        ("ANSWER: 41\nsee FINALANSWER: 40", "answer", "41"),
+        ("ANSWER: 41\nsee 2ANSWER: 40", "answer", "41"),
+        ("ANSWER: 41\nno abstain: here", "answer", "41"),
+        ("ANSWER: 41\nsee ANSWERS: 40", "answer", "41"),
+        # at a line's start any case, as before
+        ("- answer: 41", "answer", "41"),
+        ("Reasoning. ANSWER:**  42 **", "answer", "42"),
+    ],
+)
+def test_where_a_tag_stands_and_where_its_value_ends(reply: str, placement: str, raw: str) -> None:
+    assert final_answer(reply) == FinalAnswer(placement=placement, raw=raw)
+
+
+@pytest.mark.timeout(20)  # linear: milliseconds; the old pattern rescanned each run of
+# spaces and marks from each of its characters (20,000 spaces: 15 s; this: hours)
+@pytest.mark.parametrize("run", [" ", "*_", "\n", " \t`"])
+def test_a_long_run_of_spaces_or_marks_is_read_in_one_pass(run: str) -> None:
+    filler = run * (1_000_000 // len(run))
+    assert final_answer(f"ANSWER: 5{filler}x") == FinalAnswer(
+        placement="answer", raw="5" + ("" if run == "\n" else filler + "x")
+    )

@@ -606,6 +606,9 @@ reply_text = st.one_of(
     st.lists(
         st.one_of(
             answer_line(),
+            # a tag inside a line: after prose, or a second answer on the same line
+            answer_line().map(lambda line: f"Actually, correcting: {line}"),
+            st.tuples(answer_line(), answer_line()).map(" ".join),
             st.text(max_size=30),
             _JUNK,
             _FENCED,
