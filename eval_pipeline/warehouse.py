@@ -62,7 +62,7 @@ def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection
         )
     except (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException) as error:
         raise unopenable(path, error) from error
-    if not read_only and not has_table(conn, CREATED_TABLE):
+    if not read_only and not _dated(conn):
         try:
             _record_creation(conn)
         except BaseException:
@@ -76,6 +76,16 @@ CREATED_TABLE = f"{META_SCHEMA}.warehouse_created"
 materialized before it is not in it (the file was deleted or moved aside since)."""
 
 
+def _dated(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the warehouse holds its creation time (asked with literals: a bound
+    parameter would import pandas on every open)."""
+    row = conn.execute(
+        "SELECT count(*) FROM information_schema.tables "
+        f"WHERE table_schema = {_text(META_SCHEMA)} AND table_name = 'warehouse_created'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def _record_creation(conn: duckdb.DuckDBPyConnection) -> None:
     """Date a warehouse on its first open for writing: now when it is new (holds no
     table); 0 when it already held tables before it was dated (nothing known is older)."""
@@ -84,7 +94,8 @@ def _record_creation(conn: duckdb.DuckDBPyConnection) -> None:
     with transaction(conn):
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {META_SCHEMA}")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {CREATED_TABLE} (created_at DOUBLE NOT NULL)")
-        conn.execute(f"INSERT INTO {CREATED_TABLE} VALUES (?)", [created])
+        # A literal, not a bound parameter: binding a Python value imports pandas (above).
+        conn.execute(f"INSERT INTO {CREATED_TABLE} VALUES ({created:.6f})")
 
 
 def created_at(path: Path) -> float | None:

@@ -174,7 +174,7 @@ def test_a_failed_commit_raises_its_own_cause_and_leaves_nothing(
         ).fetchall()
     finally:
         conn.close()
-    assert tables == [("world", "kept")]
+    assert tables == [("meta", "warehouse_created"), ("world", "kept")]
 
 
 @pytest.mark.slow  # the main job on the default world until its disk fills: about a minute
