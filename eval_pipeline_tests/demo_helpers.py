@@ -137,8 +137,9 @@ def journals_not_in_warehouse() -> list[str]:
     stored = {}
     if paths.warehouse_path().exists():
         with duckdb.connect(str(paths.warehouse_path()), read_only=True) as con:
-            if pending_journals(paths.runs_dir(), con):
-                problems.append("journals not loaded in full")
+            pending = pending_journals(paths.runs_dir(), con)
+            if pending:
+                problems.append(f"journals not loaded in full: {[str(p) for p in pending]}")
             if con.execute(
                 "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'runs'"
             ).fetchone() != (0,):

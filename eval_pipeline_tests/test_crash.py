@@ -11,8 +11,11 @@ in the warehouse; no simulated provider is left serving.
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from eval_pipeline import paths
@@ -97,6 +100,16 @@ def test_fixtures_freeze_killed_at_ten_points(isolated_state: Path) -> None:
     _check_fixtures(env, root)
 
 
+def _statuses_of_runs_created_after(moment: float) -> Counter[str]:
+    """The statuses of the Dagster runs created after `moment` (a Unix time)."""
+    with dg.DagsterInstance.get() as instance:
+        return Counter(
+            record.dagster_run.status.value
+            for record in instance.get_run_records()
+            if record.create_timestamp.timestamp() >= moment
+        )
+
+
 def _unused_config_with_a_typo(home: Path) -> Path:
     models = home / "models"
     models.mkdir()
@@ -121,6 +134,7 @@ def test_evalp_demo_killed_at_ten_points(isolated_state: Path) -> None:
         codes.append(done.returncode)
     assert codes[:8] == [-9] * 8, codes
 
+    restart_began = time.time()
     restarted = run_evalp(["demo"], env)  # one restart
     assert restarted.returncode == 0, restarted.stderr
     assert "skipped invalid model config" in restarted.stderr
@@ -130,7 +144,10 @@ def test_evalp_demo_killed_at_ten_points(isolated_state: Path) -> None:
     assert in_progress_runs() == []
     statuses = run_statuses()
     assert set(statuses) <= {"SUCCESS", "FAILURE"}, statuses
-    assert statuses["SUCCESS"] == 1 + codes.count(0)
+    # A demo is several Dagster runs (the main job, the lane partitions, the results): a
+    # kill in a later one leaves the earlier ones successful, so count the restart's own.
+    after = _statuses_of_runs_created_after(restart_began)
+    assert set(after) == {"SUCCESS"} and after["SUCCESS"] >= 1, (after, statuses)
     assert statuses["FAILURE"] >= 6, "the six named kills inside a run left a failed run"
     assert journals_not_in_warehouse() == []
     assert billed_calls_missing_from_warehouse() == {}

@@ -4,6 +4,7 @@ two demos never run at once, and a bad config is one line naming the file and fi
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -199,9 +200,17 @@ def test_a_failing_step_shows_its_cause_first_and_alone(isolated_state: Path) ->
     config.write_text("plugin: label\nseed: 11\nscale: 0.001\n")
     env = {**os.environ, "EVALP_WORLD_CONFIG": str(config)}
     done = run_evalp(["demo"], env)
-    line = assert_one_error_line(done, "fixtures:", "scale 0.001", "smallest scale that works")
-    assert line.startswith("error: fixtures: scale 0.001 is too small for the suite")
-    assert len(done.stderr.splitlines()) == 2 and "FAILED" in done.stderr.splitlines()[1]
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "Stack Trace" not in done.stderr
+    # The progress lines of the steps that ran (`[1/15] main job: ...`, `mission: 1 steps
+    # in 68 s`) come first; then the cause, alone, and where the run's full log is.
+    lines = done.stderr.splitlines()
+    said = [line for line in lines if not re.match(r"\[\d+/\d+\] |mission: ", line)]
+    assert lines[: len(lines) - len(said)] == lines[: lines.index(said[0])], lines
+    assert len(said) == 2 and "FAILED" in said[1], lines
+    line = said[0]
+    assert line.startswith("error: fixtures: scale 0.001 is too small for the suite"), lines
+    assert "smallest scale that works" in line
     assert done.stdout == ""
 
 

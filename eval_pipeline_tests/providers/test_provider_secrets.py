@@ -388,10 +388,15 @@ def test_a_session_redacts_every_configured_key_before_any_client_and_in_the_rep
 def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redacted(
     tmp_path: Path,
 ) -> None:
-    """The SDK transport's failure details are its own words (`timeout: Request timed
-    out.`, `connection error: <type>`, `HTTP <status>`), never the exception's message,
-    which may quote the body; and whatever detail a transport gives is redacted."""
+    """The SDK transport's failure details are its own words for a timeout or a lost
+    connection, never the exception's message (which may quote the body); a refusal's
+    detail quotes the server's own message (`HTTP 401: ...`), which the session redacts
+    where the outcome enters the process, like every detail a transport gives."""
     from eval_pipeline.providers import sdk_transport
+
+    config = ModelConfig(
+        name="refused", api="anthropic_messages", provider="echo", model="m", api_key_env=KEY_ENV
+    )
 
     request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
     reply = httpx2.Response(401, request=request, text=f'{{"error": "bad key {FAKE_KEY}"}}')
@@ -399,10 +404,12 @@ def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redac
         f"Error code: 401 - {FAKE_KEY}", response=reply, body=None
     )
     timeout = openai.APITimeoutError(request)
-    for error in (status, timeout, openai.APIConnectionError(request=request)):
-        outcome = sdk_transport._failure(error)
+    for error in (timeout, openai.APIConnectionError(request=request)):
+        outcome = sdk_transport._failure(error, config)
         assert FAKE_KEY not in (outcome.detail or ""), outcome.detail
     session = new_session(tmp_path, secrets=[FAKE_KEY])
+    refusal = session.redacted(sdk_transport._failure(status, config))
+    assert refusal.detail == "HTTP 401: bad key [REDACTED]"
     session.journal.close()
     leaky = AttemptOutcome(
         http_status=None,
@@ -413,6 +420,4 @@ def test_an_sdk_error_detail_carries_no_body_and_a_detail_holding_a_key_is_redac
         response=None,
     )
     assert session.redacted(leaky).detail == "connection error: refused for [REDACTED]"
-    assert (
-        session.redacted(sdk_transport._failure(status)).body == '{"error": "bad key [REDACTED]"}'
-    )
+    assert refusal.body == '{"error": "bad key [REDACTED]"}'
