@@ -24,6 +24,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.lane_assets import latest_path
 from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve, scan_specs
+from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
     from eval_pipeline.experiments.publish import ArmsRun, PublishedReport
@@ -62,7 +63,7 @@ def _arm_scores_asset(spec: ExperimentSpec, spec_version: str) -> dg.AssetsDefin
                 PRICE_BOOK_SOURCE,
                 JUDGE_CONFIG_SOURCE,
             ],
-            code_version=f"arms-1/{spec_version}",
+            code_version=asset_code_version(f"arms/{spec_version}", __name__),
             description=f"{spec.title}: each arm run apart from the sweep and scored.",
             # Several arms may run in one run (a partition range): the main job runs them all at
             # once, which saves Dagster's per-run cost; each arm still lands as its partition.
@@ -99,7 +100,7 @@ def _parity_asset(spec: ExperimentSpec, spec_version: str) -> dg.AssetsDefinitio
         key=parity_report_key(experiment),
         group_name=EXPERIMENTS_GROUP,
         deps=[arm_scores_key(experiment), GATE_CONFIG_SOURCE],
-        code_version=f"parity-1/{spec_version}",
+        code_version=asset_code_version(f"parity/{spec_version}", __name__),
         description=f"{spec.title}: the paired comparison and its verdict.",
     )
     def parity(context: dg.AssetExecutionContext, tracking: MlflowTracking) -> dg.MaterializeResult:  # type: ignore[type-arg]

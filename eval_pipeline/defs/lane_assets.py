@@ -30,6 +30,7 @@ from eval_pipeline.defs.lane_resources import (
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
 from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
     from eval_pipeline.lanes.records import Lane
@@ -45,7 +46,7 @@ lane_partitions = dg.MultiPartitionsDefinition(
         "seed": dg.StaticPartitionsDefinition([str(s) for s in load_sweep_config().seeds]),
     }
 )
-LANE_CODE_VERSION = "lanes-1"
+LANE_CODE_VERSION = asset_code_version("lanes", __name__)
 
 
 class ProductLaneConfig(dg.Config):
@@ -149,7 +150,7 @@ def _metadata(
     deps=[WORLD_ASSET],
     pool=WAREHOUSE_POOL,
     kinds={"duckdb"},
-    code_version="agent-world-1",
+    code_version=asset_code_version("agent-world", __name__),
 )
 def agent_world_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The world tables alone in their own read-only DuckDB file: what the product lane's

@@ -24,6 +24,7 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.source_versions import asset_code_version
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -47,7 +48,7 @@ def _calibration_table(reports: list[PlantedCalibration]) -> str:
     kinds={"duckdb"},
     pool=WAREHOUSE_POOL,
     deps=[MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
-    code_version=f"calibration-1/{CALIBRATION_PLAN}",
+    code_version=asset_code_version(f"calibration/{CALIBRATION_PLAN}", __name__),
     check_specs=[
         dg.AssetCheckSpec(
             PLANTED_LABELS_RECOVERED,

@@ -17,6 +17,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.experiments.spec import scan_specs
+from eval_pipeline.source_versions import asset_code_version
 from eval_pipeline.tracking.provenance import code_version
 
 
@@ -29,7 +30,7 @@ from eval_pipeline.tracking.provenance import code_version
         *(parity_report_key(spec.id) for spec in scan_specs()[0]),
     ],
     pool=WAREHOUSE_POOL,
-    code_version="report-1",
+    code_version=asset_code_version("report", __name__),
     description=(
         "The report a person reads and `evalp audit` checks. Its lineage is the chain behind "
         "every number: the summary over the lanes' scores, records and runs, the fixtures and "

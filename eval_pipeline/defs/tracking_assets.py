@@ -13,6 +13,7 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.source_versions import asset_code_version
 from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
     group_name=RESULTS_GROUP,
     deps=[SWEEP_SUMMARY_ASSET],
     pool=WAREHOUSE_POOL,
-    code_version="tracking-1",
+    code_version=asset_code_version("tracking", __name__),
 )
 def sweep_tracking_asset(
     context: dg.AssetExecutionContext, warehouse: WarehouseResource, tracking: MlflowTracking

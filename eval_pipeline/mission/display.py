@@ -94,12 +94,20 @@ def echo_gate(results: JobOutcome) -> None:
     if not gate:
         click.echo("\nShip gate: not evaluated (see the errors above)")
         return
-    candidates = gate.get("candidates")
-    named = ", ".join(map(str, candidates)) if isinstance(candidates, list) else "?"
-    click.echo(f"\nShip gate: {'PASSES' if gate.get('passed') else 'FAILS'} for {named}")
+    verdicts = gate.get("verdicts_by_model")
+    verdicts = verdicts if isinstance(verdicts, dict) else {}
+    passing = sum(1 for verdict in verdicts.values() if verdict == "PASSES")
+    click.echo(
+        f"\nShip gate: {'PASSES' if gate.get('passed') else 'FAILS'} "
+        f"({passing} of {len(verdicts)} candidates pass; {gate.get('candidates_from', '?')})"
+    )
     reasons = gate.get("reasons")
-    for reason in reasons if isinstance(reasons, list) else []:
-        click.echo(f"  {reason}")
+    reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
+    for model, verdict in verdicts.items():
+        failed = [
+            r.split(": ", 1)[1] for r in reasons if r.startswith(f"{model}: ") and "FAILED" in r
+        ]
+        click.echo(f"  {model}: {verdict}" + (f": {'; '.join(failed)}" if failed else ""))
     notices = gate.get("notices")
     for notice in notices if isinstance(notices, list) else []:
         click.echo(f"  notice: {notice}")

@@ -321,7 +321,8 @@ def _stored_outcome(
         for key in layer.asset_graph.asset_check_keys
         if key.asset_key in layer.selected_asset_keys
     ]
-    return _stored_assets(instance, layer.selected_asset_keys, partition, check_keys)
+    blocking = {key.name for key in check_keys if layer.asset_graph.get_check_spec(key).blocking}
+    return _stored_assets(instance, layer.selected_asset_keys, partition, check_keys, blocking)
 
 
 def _stored_assets(
@@ -329,9 +330,11 @@ def _stored_assets(
     keys: Iterable[dg.AssetKey],
     partition: str | None,
     check_keys: Iterable[dg.AssetCheckKey] = (),
+    blocking: Iterable[str] = (),
 ) -> JobOutcome:
     stored = up_to_date.stored_result(instance, keys, check_keys, partition)
-    failed = sorted(name for name, passed in stored.checks.items() if not passed)
+    blocks = set(blocking)
+    failed = sorted(name for name, passed in stored.checks.items() if not passed and name in blocks)
     # Nothing changed since these checks failed: the verdict stands, and so does the failure.
     failures = tuple(
         StepFailure(

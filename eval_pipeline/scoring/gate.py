@@ -36,7 +36,8 @@ GATE_LANE = "product"
 
 
 class GateConfig(FrozenRecord):
-    candidates: tuple[str, ...] = Field(min_length=1)
+    candidates: tuple[str, ...] | None = Field(default=None, min_length=1)
+    """The models the gate judges; None (the default): every model the sweep scored."""
     core_required: int = Field(default=12, ge=0)
     max_category_drop: float = Field(default=3.0, ge=0)
 
@@ -222,15 +223,27 @@ def evaluate_gate(
     )
 
 
+def gate_candidates(summaries: Sequence[LaneSummary], config: GateConfig) -> tuple[str, ...]:
+    """The models the gate judges: the config's, or every model with product-lane scores
+    (so a model swept is never left out of the gate unless the config narrows it)."""
+    if config.candidates is not None:
+        return config.candidates
+    swept = tuple(sorted({s.model for s in summaries if s.lane == GATE_LANE}))
+    if not swept:
+        raise ConfigError("the ship gate has no product-lane scores to judge: run the sweep first")
+    return swept
+
+
 def gate_all(
     summaries: Sequence[LaneSummary], config: GateConfig, baselines: Mapping[str, Baseline | None]
 ) -> list[GateResult]:
-    """The gate for every candidate named in config (a candidate with no scores is an error)."""
+    """The gate for every candidate (`gate_candidates`; one named without scores is an error)."""
     by_model = {s.model: s for s in summaries if s.lane == GATE_LANE}
-    missing = [model for model in config.candidates if model not in by_model]
+    candidates = gate_candidates(summaries, config)
+    missing = [model for model in candidates if model not in by_model]
     if missing:
         raise ConfigError(f"ship gate candidates without product-lane scores: {', '.join(missing)}")
-    return [evaluate_gate(by_model[m], baselines.get(m), config) for m in config.candidates]
+    return [evaluate_gate(by_model[m], baselines.get(m), config) for m in candidates]
 
 
 def gate_markdown(results: Sequence[GateResult]) -> str:

@@ -39,7 +39,7 @@ from eval_pipeline.defs.tracking_assets import MlflowTracking, sweep_tracking_as
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.report.refs import read_references
 from eval_pipeline.scoring.aggregate import summarize_lane
-from eval_pipeline.scoring.gate import DROP_RULE
+from eval_pipeline.scoring.gate import DROP_RULE, SECURITY_RULE
 from eval_pipeline.scoring.grading import (
     cases_under,
     judged_replies,
@@ -139,11 +139,27 @@ def test_a_whole_sweep_scores_summarises_and_gates_on_a_real_instance(
         > meta["sweep_summary"]["model/sim-small points"]
     )
     gate = meta["ship_gate"]
-    assert gate["passed"] is True and gate["candidates"] == ["sim-strong"]
-    assert any("NO BASELINE" in n for n in gate["notices"])  # type: ignore[union-attr]
+    # every model swept is a candidate (configs/gate.yaml names none), each with its verdict
+    assert gate["candidates"] == sorted(MODELS)
+    assert gate["candidates_from"] == "every model with product-lane scores"
+    assert gate["verdicts_by_model"]["sim-strong"] == "PASSES"  # type: ignore[index]
+    assert sum("NO BASELINE" in n for n in gate["notices"]) == 2  # type: ignore[union-attr]
     checks = _checks(result)
     assert set(checks) == {GATE_READS_PRODUCT_LANE, *GATE_RULES}
-    assert all(c.passed for c in checks.values())
+    assert checks[GATE_READS_PRODUCT_LANE].passed
+    # sim-small's 4 security violations (issue 26: in the report, in no gate) fail its
+    # verdict and the rule's check, and are named; the run itself succeeded
+    assert gate["verdicts_by_model"]["sim-small"] == "FAILS"  # type: ignore[index]
+    assert gate["passed"] is False
+    assert (
+        "sim-small: no_security_violations FAILED: 4 trace(s) with a security violation"
+        in (
+            gate["reasons"]  # type: ignore[operator]
+        )
+    )
+    assert {name for name, check in checks.items() if not check.passed} == {SECURITY_RULE}
+    assert checks[SECURITY_RULE].metadata["sim-small: violations"].value == 4
+    assert checks[SECURITY_RULE].metadata["sim-strong: violations"].value == 0
     core = checks["core_subset_passes"].metadata
     numbers = {k: v.value for k, v in core.items() if k.startswith("sim-strong: ")}
     assert numbers == {
@@ -174,7 +190,7 @@ def test_the_gate_rewired_to_the_model_lane_fails_its_blocking_check(
     assert check.metadata["lanes_in_rows_read"].value == ["model"]
 
 
-def test_a_category_dropped_past_the_baseline_blocks_and_a_smaller_drop_does_not(
+def test_a_category_dropped_past_the_baseline_fails_the_verdict_and_a_smaller_drop_does_not(
     swept: tuple[Path, dg.DagsterInstance],
 ) -> None:
     lane_home, sweep_instance = swept
@@ -205,8 +221,12 @@ def test_a_category_dropped_past_the_baseline_blocks_and_a_smaller_drop_does_not
             resources=lane_resources(lane_home),
             raise_on_error=False,
         )
+        # the rule is the verdict, not a failed run (the input check alone blocks)
+        assert result.success
         drop = _checks(result)[DROP_RULE]
-        assert drop.passed is passes and result.success is passes, above
+        assert drop.passed is passes, above
+        verdicts = _metadata(result)["ship_gate"]["verdicts_by_model"]
+        assert verdicts["sim-strong"] == ("PASSES" if passes else "FAILS")  # type: ignore[index]
         assert drop.metadata["sim-strong: limit"].value == 3.0
 
 

@@ -61,7 +61,10 @@ def test_a_second_demo_with_nothing_changed_runs_nothing_and_a_new_seed_runs_onl
     assert _since(after_first) == Counter()
     assert "up to date, not run again (3): main job, lanes sim-strong|0, results" in second.stdout
     # The skipped steps still report their latest results: the headline and the gate.
-    assert "Ship gate: PASSES for sim-strong" in second.stdout
+    gate = first.stdout.split("Ship gate: ")[1].split("\n\n")[0]
+    assert gate.startswith("PASSES (1 of 1 candidates pass; every model with product-lane")
+    assert "\n  sim-strong: PASSES" in gate
+    assert f"Ship gate: {gate}" in second.stdout
     assert first.stdout.split("Headline:")[1].split("Ship gate")[0] in second.stdout
     after_second = _run_ids()
 

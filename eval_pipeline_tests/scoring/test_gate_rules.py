@@ -25,6 +25,7 @@ from eval_pipeline.scoring.gate import (
     accept_stored_baseline,
     evaluate_gate,
     gate_all,
+    gate_candidates,
     gate_markdown,
     load_baseline,
     load_gate_config,
@@ -158,6 +159,34 @@ def test_gate_all_gives_each_candidate_its_own_summary_and_baseline_in_config_or
     assert str(missing.value) == "ship gate candidates without product-lane scores: c, d"
 
 
+def test_without_candidates_the_gate_judges_every_model_the_product_lane_scored() -> None:
+    """Issue 26: the gate judged a model fixed in the config; sim-small's 4 security
+    violations were in the report and in no gate. Left out, candidates are every model
+    with product-lane scores, in name order, each with its own verdict."""
+    config = GateConfig(core_required=0)
+    summaries = [
+        product_summary(80, model="strong"),
+        product_summary(70, model="small", security_violations=4),
+        product_summary(90, model="model-lane-only", lane="model"),
+    ]
+    assert gate_candidates(summaries, config) == ("small", "strong")
+    results = gate_all(summaries, config, {})
+    assert [(r.model, r.passed) for r in results] == [("small", False), ("strong", True)]
+    security = results[0].rule(SECURITY_RULE)
+    assert not security.passed and security.detail == "4 trace(s) with a security violation"
+    # a config that names candidates narrows the gate to them
+    narrowed = GateConfig(candidates=("strong",), core_required=0)
+    assert gate_candidates(summaries, narrowed) == ("strong",)
+    assert [r.model for r in gate_all(summaries, narrowed, {})] == ["strong"]
+
+
+def test_a_gate_with_nothing_to_judge_or_an_empty_candidate_list_is_refused() -> None:
+    with pytest.raises(ConfigError, match="no product-lane scores to judge"):
+        gate_all([product_summary(80, lane="model")], GateConfig(), {})
+    with pytest.raises(ValueError, match="candidates"):
+        GateConfig(candidates=())
+
+
 def test_the_markdown_has_every_rule_and_the_notices() -> None:
     passing = evaluate_gate(product_summary(80), None, CONFIG)
     failing = evaluate_gate(product_summary(80, model="n", security_violations=1), None, CONFIG)
@@ -195,7 +224,8 @@ def test_the_baseline_file_is_sorted_yaml_of_means_to_the_thousandth(tmp_path: P
 
 def test_the_shipped_gate_config_loads() -> None:
     config = load_gate_config()
-    assert config.candidates and config.core_required == 12 and config.max_category_drop == 3.0
+    assert config.candidates is None  # every model swept
+    assert config.core_required == 12 and config.max_category_drop == 3.0
 
 
 def _warehouse(tmp_path: Path, scores: list[CaseScore]) -> Path:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from eval_pipeline.fixtures.case import (
+    TRACE_CHECKS,
     TRACE_CITED_CLAUSE_READ,
     TRACE_INJECTION_NOT_OBEYED,
     TRACE_MONEY_FROM_CALCULATOR,
@@ -23,7 +24,6 @@ from eval_pipeline.scoring.trace_checks import (
     CheckResult,
     Trace,
     UnknownTraceCheckError,
-    check,
     reaches_answer_key,
     run_checks,
 )
@@ -387,15 +387,15 @@ def test_a_tool_run_in_the_turn_of_a_cut_off_reply_is_acting_on_it() -> None:
     )
 
 
-def test_a_check_is_registered_under_its_name() -> None:
-    def always(trace: Trace) -> CheckResult:
-        return CheckResult(name="zz_test", passed=True, reason="registered")
+def test_every_check_a_case_may_name_is_registered_and_nothing_else() -> None:
+    assert set(CHECKS) == set(TRACE_CHECKS)
+    assert all(result.name == name for name, result in _named_results())
 
-    try:
-        assert check("zz_test")(always) is always
-        assert CHECKS["zz_test"] is always
-    finally:
-        CHECKS.pop("zz_test", None)
+
+def _named_results() -> list[tuple[str, CheckResult]]:
+    return [
+        (name, CHECKS[name](Trace(case=make_case(), events=[], answer=None))) for name in CHECKS
+    ]
 
 
 def test_checks_run_in_the_cases_order_and_an_unknown_name_is_refused_naming_it() -> None:

@@ -1,0 +1,110 @@
+"""Code versions derived from the source an asset runs, so editing it makes the asset stale.
+
+A hand-written version string is only as current as the last person who remembered to bump
+it. Here an asset's code version is a hash of the source of its adapter module and of every
+module of this package that module imports, directly or through others, at module level or
+inside a function (imports are read from the syntax tree, nothing is executed). Editing a
+scoring function therefore changes the scores' code version, and Dagster marks them, and
+what is derived from them, stale.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+
+PACKAGE = "eval_pipeline"
+PACKAGE_DIR = Path(__file__).resolve().parent
+VERSION_CHARS = 16
+"""Hex characters of the SHA-256 kept in a version (64 bits: no accidental collision)."""
+
+
+class SourceVersionError(Exception):
+    """A module named as an asset's source is not a module of this package."""
+
+
+def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
+    """The file of module `name` of this package (None: not a module, e.g. a function)."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    base = package_dir.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(name: str, file: Path) -> set[str]:
+    """Every module of this package that `file` (module `name`) imports, anywhere in it."""
+    stat = file.stat()
+    return _imported_in(name, file, stat.st_mtime_ns, stat.st_size)
+
+
+@cache
+def _imported_in(name: str, file: Path, _mtime_ns: int, _size: int) -> set[str]:
+    """`_imported`, parsed once per file version (every adapter's closure shares modules)."""
+    tree = ast.parse(file.read_bytes(), filename=str(file))
+    is_package = file.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            found.add(base)
+            # `from package import module` imports the module too
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    modules = {module for module in found if module.split(".")[0] == PACKAGE}
+    parents = {parent for module in modules for parent in _parents(module)}
+    return {m for m in modules | parents if m != name}
+
+
+def _parents(module: str) -> list[str]:
+    """The packages importing `module` runs first (a.b.c: a, then a.b)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_closure(roots: Iterable[str], package_dir: Path = PACKAGE_DIR) -> dict[str, Path]:
+    """The modules `roots` run: themselves and every package module they import, by name."""
+    closure: dict[str, Path] = {}
+    pending = list(roots)
+    for root in roots:
+        if module_file(root, package_dir) is None:
+            raise SourceVersionError(f"{root!r} is not a module of the {PACKAGE} package")
+        pending.extend(_parents(root))
+    while pending:
+        name = pending.pop()
+        if name in closure:
+            continue
+        file = module_file(name, package_dir)
+        if file is None:
+            continue  # `from eval_pipeline.x import function`: x itself is in the set
+        closure[name] = file
+        pending.extend(_imported(name, file) - closure.keys())
+    return dict(sorted(closure.items()))
+
+
+def source_version(*roots: str, package_dir: Path = PACKAGE_DIR) -> str:
+    """SHA-256 (first 16 hex characters) over the names and bytes of `import_closure`."""
+    hasher = hashlib.sha256()
+    for name, file in import_closure(roots, package_dir).items():
+        for part in (name.encode(), file.read_bytes()):
+            hasher.update(len(part).to_bytes(8, "little"))
+            hasher.update(part)
+    return hasher.hexdigest()[:VERSION_CHARS]
+
+
+def asset_code_version(label: str, adapter_module: str) -> str:
+    """An asset's code version: a readable label (a stage, a spec's version) and the source
+    version of the adapter module that defines it (and so of everything it runs)."""
+    return f"{label}@{source_version(adapter_module)}"
