@@ -105,9 +105,11 @@ def echo_gate(results: JobOutcome) -> None:
     reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
     for model, verdict in verdicts.items():
         failed = [
-            r.split(": ", 1)[1] for r in reasons if r.startswith(f"{model}: ") and "FAILED" in r
+            r.split(": ", 1)[1].replace(" FAILED: ", ": ", 1)
+            for r in reasons
+            if r.startswith(f"{model}: ") and " FAILED: " in r
         ]
-        click.echo(f"  {model}: {verdict}" + (f": {'; '.join(failed)}" if failed else ""))
+        click.echo(f"  {model}: {verdict}" + (f" ({'; '.join(failed)})" if failed else ""))
     notices = gate.get("notices")
     for notice in notices if isinstance(notices, list) else []:
         click.echo(f"  notice: {notice}")

@@ -181,8 +181,7 @@ def sql_clean(trace: Trace) -> CheckResult:
     )
 
 
-@functools.lru_cache(maxsize=65_536)
-def reaches_answer_key(query: str) -> bool:
+def _reaches_answer_key(query: str) -> bool:
     """Whether a query names a table of the answer key's schemas (truth, runs, meta).
     Memoised: agents send the same query text across seeds, arms and re-scores, and parsing
     it is most of a trace check's cost."""
@@ -199,6 +198,10 @@ def reaches_answer_key(query: str) -> bool:
             ).lower() in ANSWER_KEY_SCHEMAS:
                 return True
     return False
+
+
+# Memoised by assignment, not by a decorator, so mutation testing reaches the function.
+reaches_answer_key = functools.lru_cache(maxsize=65_536)(_reaches_answer_key)
 
 
 def no_answer_key_access(trace: Trace) -> CheckResult:

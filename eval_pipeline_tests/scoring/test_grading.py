@@ -387,3 +387,31 @@ def test_evalp_regrade_rescores_the_warehouse_and_loads_the_judges_journal(
     con.close()
     quiet = regrade_warehouse(empty / "warehouse.duckdb", paths.FIXTURES_DIR, runs_root, "r2")
     assert (quiet.partitions, quiet.changes, quiet.dropped) == ((), (), ())
+
+
+def test_evalp_regrade_asks_the_judge_it_was_given_in_a_session_journaled_under_its_run(
+    tmp_path: Path,
+) -> None:
+    """A reply the given judge never ruled on is asked through the simulated provider under
+    runs_root/run_id; the verdict is stored under that judge's rubric, and its journal is
+    loaded into the warehouse."""
+    fixtures = committed_fixture_set()
+    judged = next(c for c in fixtures.cases if "judged" in c.tiers)
+    reply = "The clause the question names is not in the contract.\nABSTAIN: no such clause"
+    con = warehouse(tmp_path, [run(judged.case_id, reply, fixture_id=fixtures.fixture_id)])
+    con.close()
+    given = load_judge().model_copy(update={"rubric_hash": "given-rubric"})
+    runs_root = tmp_path / "runs"
+    report = regrade_warehouse(
+        tmp_path / "warehouse.duckdb", paths.FIXTURES_DIR, runs_root, "regrade-j", given
+    )
+    assert report.judge_asked == 1
+    run_dir = runs_root / "regrade-j"
+    assert len((run_dir / SIM_REQUEST_LOG).read_text("utf-8").splitlines()) == 1
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as stored:
+        rubrics = stored.execute("SELECT rubric_hash FROM runs.judge_verdicts").fetchall()
+        loaded = stored.execute(
+            "SELECT count(*) FROM runs.call_envelopes WHERE run_id = 'regrade-j'"
+        ).fetchone()
+    assert rubrics == [("given-rubric",)]
+    assert loaded is not None and loaded[0] >= 1
