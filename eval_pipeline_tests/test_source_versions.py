@@ -3,6 +3,7 @@ edited, and only then (issue 26: `scores-1` stood unchanged across 13 scoring co
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -14,7 +15,9 @@ import pytest
 
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.source_versions import (
+    PACKAGE_DIR,
     SourceVersionError,
+    _imported,
     asset_code_version,
     import_closure,
     source_version,
@@ -154,3 +157,33 @@ def test_halving_every_score_in_a_copy_of_the_source_makes_the_scores_and_what_f
     assert before.keys() == after.keys()
     moved = {key for key in before if before[key] != after[key]}
     assert {"model_lane_scores", "product_lane_scores", "sweep_summary", "ship_gate"} <= moved
+
+
+def _imports_by_syntax(name: str, file: Path) -> set[str]:
+    """The same question answered from the syntax tree: what the text reading must match."""
+    is_package = file.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_bytes())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            anchor = name.split(".")
+            if node.level:
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    modules = {m for m in found if m.split(".")[0] == "eval_pipeline"}
+    parts = {".".join(m.split(".")[:i]) for m in modules for i in range(1, m.count(".") + 1)}
+    return (modules | parts) - {name}
+
+
+def test_reading_imports_as_text_finds_what_the_syntax_tree_finds_in_every_module() -> None:
+    files = sorted(PACKAGE_DIR.rglob("*.py"))
+    assert len(files) > 100
+    for file in files:
+        parts = file.relative_to(PACKAGE_DIR).with_suffix("").parts
+        name = ".".join(("eval_pipeline", *parts)).removesuffix(".__init__")
+        assert _imported(name, file) == _imports_by_syntax(name, file), file
