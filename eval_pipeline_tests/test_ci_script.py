@@ -14,14 +14,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_DEV = """#!/usr/bin/env bash
-# records each call's arguments, one call a line; `test` exits with $FAKE_TEST_RC
-printf '%q ' "$@" >> "$(dirname "$0")/calls"
-printf '\\n' >> "$(dirname "$0")/calls"
+# records each call's arguments, one call a line; `test` exits with $FAKE_TEST_RC and
+# `lint` with $FAKE_LINT_RC
+# one write a line: lint and the tests run at once
+echo "$(printf '%q ' "$@")" >> "$(dirname "$0")/calls"
 if [ "$1" = test ]; then exit "${FAKE_TEST_RC:-0}"; fi
+if [ "$1" = lint ]; then echo "lint says: $FAKE_LINT_RC"; exit "${FAKE_LINT_RC:-0}"; fi
 """
 
 
-def run_ci(tmp_path: Path, test_rc: int = 0) -> tuple[int, list[list[str]]]:
+def run_ci(tmp_path: Path, test_rc: int = 0, lint_rc: int = 0) -> tuple[int, list[list[str]], str]:
     """`.ci/run` in a copy of the repo whose `./dev` only records what it is asked (and
     PATH shims for the OS packages it would otherwise install)."""
     repo, shims = tmp_path / "repo", tmp_path / "bin"
@@ -33,17 +35,24 @@ def run_ci(tmp_path: Path, test_rc: int = 0) -> tuple[int, list[list[str]]]:
     for tool in ("pg_ctl", "initdb", "chromium"):
         (shims / tool).write_text("#!/bin/sh\n")
         (shims / tool).chmod(0o755)
-    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}", "FAKE_TEST_RC": str(test_rc)}
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        "FAKE_TEST_RC": str(test_rc),
+        "FAKE_LINT_RC": str(lint_rc),
+    }
     done = subprocess.run(
         ["bash", str(repo / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60
     )
     calls = [shlex.split(line) for line in (repo / "calls").read_text().splitlines()]
-    return done.returncode, calls
+    return done.returncode, calls, done.stdout + done.stderr
 
 
 def test_ci_runs_every_test_slow_ones_first(tmp_path: Path) -> None:
-    rc, calls = run_ci(tmp_path)
+    rc, calls, _ = run_ci(tmp_path)
     assert rc == 0
+    assert calls[0] == ["setup"]  # synced once, before the checks run side by side
+    assert sorted(call[0] for call in calls) == ["lint", "mutate", "setup", "test"]
     tests = [call[1:] for call in calls if call[0] == "test"]
     assert len(tests) == 1, calls
     # what that selects, on two files holding slow and fast tests
@@ -72,3 +81,14 @@ ORACLE = "test_oracle_agrees_with_the_suites_of_other_seeds"
 @pytest.mark.parametrize("rc", [1, 5])  # 5: pytest collected no tests
 def test_a_failing_or_empty_test_run_fails_ci(tmp_path: Path, rc: int) -> None:
     assert run_ci(tmp_path, test_rc=rc)[0] == rc
+
+
+def test_a_failing_lint_beside_passing_tests_fails_ci_and_shows_its_output(
+    tmp_path: Path,
+) -> None:
+    rc, calls, output = run_ci(tmp_path, lint_rc=3)
+    assert rc == 3
+    assert ["mutate", "smoke", "--quiet"] not in calls  # the smoke runs after a clean lint
+    assert any(call[0] == "test" for call in calls)
+    assert "lint says: 3" in output
+    assert "ci: lint, types or the mutation smoke failed (exit 3)" in output
