@@ -111,6 +111,9 @@ def test_the_verdict_key_is_the_hash_of_model_rubric_case_prompt_and_reply() -> 
     assert verdict_key(judge(), premise, "ABSTAIN: no") == (
         hashlib.sha256(material.encode("utf-8")).hexdigest()
     )
+    # no reply is keyed as the empty reply: stored keys stay the keys a re-grade asks for
+    empty = "\x1f".join(["sim-judge", "r1", "premise", premise.prompt, ""])
+    assert verdict_key(judge(), premise, None) == hashlib.sha256(empty.encode("utf-8")).hexdigest()
 
 
 def test_everything_that_decides_a_verdict_changes_its_key_and_nothing_else_does() -> None:

@@ -351,7 +351,9 @@ def test_examples_are_a_few_per_transition_from_the_most_changed_first_in_row_or
         "schema",
         "schema: no answer line in the text",
     )
-    assert report.examples[-1].reason == NOT_GRADED  # the answer did not change
+    last = report.examples[-1]
+    assert (last.old, last.old_answer, last.new_answer) == ("schema", READ, READ)
+    assert last.reason == NOT_GRADED  # the answer did not change
     con.close()
     (tmp_path / "warehouse.duckdb").unlink()
     (tmp_path / "partition").rename(tmp_path / "old-partition")
@@ -384,7 +386,7 @@ def test_the_report_lines_name_every_count_transition_example_and_grade() -> Non
         lane="product",
         model="m",
         case_id="case-1",
-        old=None,
+        old="wrong",
         new="schema",
         old_reason=NOT_GRADED,
         new_reason="schema: no answer line in the text",
@@ -411,7 +413,7 @@ def test_the_report_lines_name_every_count_transition_example_and_grade() -> Non
         "2 call label(s) changed (old -> new):",
         "  unlabelled -> schema: 1",
         "  wrong -> unlabelled: 1",
-        "  product/m call-7 case-1: unlabelled -> schema "
+        "  product/m call-7 case-1: wrong -> schema "
         "(schema: no answer line in the text; answer read None, stored '1')",
         "tier 1 per call, product/m: right 2, wrong 1, no answer 2",
     ]
