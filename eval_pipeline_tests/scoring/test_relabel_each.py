@@ -126,6 +126,12 @@ def test_every_kind_of_envelope_gets_the_label_reason_answer_and_drop_cause_clas
             response=ModelResponse(text="", stop_kind="max_tokens", finish_reason=None),
         ),
         "tool_step": envelope(lane="product", case=MONEY, response=tool_step),
+        "tool_and_answer": envelope(
+            lane="product", case=MONEY, response=tool_step.model_copy(update={"text": RIGHT})
+        ),
+        "tool_and_prose": envelope(
+            lane="product", case=MONEY, response=tool_step.model_copy(update={"text": "Looking."})
+        ),
         "bad_tools": envelope(lane="model", case=RUN_SQL, response=two_calls),
         "json": envelope(
             lane="product",
@@ -152,6 +158,8 @@ def test_every_kind_of_envelope_gets_the_label_reason_answer_and_drop_cause_clas
     assert by_name["cut"] == ("truncated", "truncated: stop reason 'length'", None, None)
     assert by_name["cut_no_reason"] == ("truncated", "truncated: stop reason None", None, None)
     assert by_name["tool_step"] == (None, NOT_GRADED, None, None)
+    assert by_name["tool_and_answer"] == (None, NOT_GRADED, READ, None)
+    assert by_name["tool_and_prose"] == (None, NOT_GRADED, None, None)  # a step, not a schema
     assert by_name["bad_tools"] == (
         "schema",
         "schema: arguments of 'run_sql' are not a JSON object",
@@ -287,7 +295,7 @@ def test_transitions_are_counted_most_first_then_by_old_and_new_label_unlabelled
         item("drop", None, **drop),  # drop -> drop, its drop cause put back
         item(None, text(RIGHT), label_reason=NOT_GRADED, answer=READ),  # unchanged
     ]
-    _, report = relabelled(tmp_path, items)
+    con, report = relabelled(tmp_path, items)
     assert report.transitions == (
         Transition(old="wrong", new=None, count=3, changed=3),
         Transition(old="drop", new="drop", count=2, changed=1),
@@ -303,6 +311,12 @@ def test_transitions_are_counted_most_first_then_by_old_and_new_label_unlabelled
         (None, "schema"): 1,
     }
     assert report.changed == 6
+    # examples: the most changed transition first, then rows in order (each transition's
+    # change count joined back to its examples, an unlabelled old label included)
+    rowid = dict(con.execute(f"SELECT envelope_id, rowid FROM {TABLE}").fetchall())
+    once = sorted((items[3], items[4], items[6]), key=lambda e: rowid[e.envelope_id])
+    assert [(e.old, e.new) for e in report.examples[:3]] == [("wrong", None)] * 3
+    assert [e.envelope_id for e in report.examples[3:]] == [e.envelope_id for e in once]
 
 
 def test_examples_are_a_few_per_transition_from_the_most_changed_first_in_row_order(
