@@ -508,3 +508,24 @@ def test_an_unreadable_response_is_named_and_a_readable_one_beside_it_is_not(
     con.execute(f"UPDATE {TABLE} SET response_json = NULL WHERE envelope_id = ?", [bad.envelope_id])
     assert relabel_envelopes(con, cases_for).changed == 2
     assert table(con).height == 3
+
+
+def test_a_stored_response_without_its_optional_fields_reads_as_one_with_no_tool_calls(
+    tmp_path: Path,
+) -> None:
+    """`ModelResponse` defaults a missing `tool_calls` to none; the bulk read gets a null
+    list there and must count it as no calls, not as a call to check."""
+    con = warehouse(tmp_path)
+    answered = envelope(lane="product", case=MONEY, response=text(RIGHT), label="wrong")
+    prose = envelope(lane="product", case=MONEY, response=text("no line"))
+    store(tmp_path, con, [answered, prose])
+    for item, reply in ((answered, RIGHT), (prose, "no line")):
+        con.execute(
+            f"UPDATE {TABLE} SET response_json = ? WHERE envelope_id = ?",
+            [json.dumps({"text": reply}), item.envelope_id],
+        )
+    relabel_envelopes(con, cases_for)
+    got = stored(con)
+    assert got[answered.envelope_id] == (None, NOT_GRADED, READ, None)
+    assert got[prose.envelope_id] == ("schema", "schema: no answer line in the text", None, None)
+    assert got == one_by_one(con, cases_for)[0]
