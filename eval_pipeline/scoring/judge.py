@@ -158,19 +158,20 @@ async def ask_judge(
                 call_id=result.call_id,
                 failed=True,
             )
-        matches = list(_VERDICT.finditer(result.response.text or ""))
-        match = matches[-1] if matches else None  # the last verdict line counts
-        if match is None:
+        ruling = result.response.text or ""
+        matches = list(_VERDICT.finditer(ruling))
+        if not matches:
             return key, JudgeVerdict(
                 passed=None,
                 reason="the judge gave no verdict line",
                 call_id=result.call_id,
                 failed=True,
             )
-        text = (result.response.text or "").strip().splitlines()
+        # The last verdict line counts; a verdict line is not blank, so the stripped ruling
+        # has a first line.
         return key, JudgeVerdict(
-            passed=match.group(1).upper() == "PASS",
-            reason=text[0][:200] if text else "",
+            passed=matches[-1].group(1).upper() == "PASS",
+            reason=ruling.strip().splitlines()[0][:200],
             call_id=result.call_id,
         )
 
