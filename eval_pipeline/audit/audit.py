@@ -219,8 +219,8 @@ def audit_document(
                 derived[number.ref] = value
                 chains[number.ref] = chain(
                     references.provenance,
-                    dagster_run=str(run_id),
-                    mlflow_run=None if mlflow_run is None else str(mlflow_run),
+                    dagster_run=run_id,
+                    mlflow_run=mlflow_run,
                     lane=lane,
                     model=model,
                     seeds=seeds,
@@ -229,7 +229,7 @@ def audit_document(
                 )
     if fixture_set is not None and references.experiment_numbers:
         _derive_experiments(
-            references, fixture_set, mlflow, str(run_id), derived, chains, problems, progress
+            references, fixture_set, mlflow, run_id, derived, chains, problems, progress
         )
     audited: list[AuditedNumber] = []
     for printed, ref in linked:
