@@ -5,11 +5,13 @@ category rule, and the small-n caveat."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from statistics import mean
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import binomtest
@@ -29,7 +31,7 @@ from eval_pipeline.experiments.parity import (
 )
 from eval_pipeline.experiments.spec import ExperimentSpec
 from eval_pipeline.scoring.aggregate import summarize_lane
-from eval_pipeline.scoring.gate import GateConfig, evaluate_gate, gate_markdown
+from eval_pipeline.scoring.gate import Baseline, GateConfig, evaluate_gate, gate_markdown
 from eval_pipeline.scoring.score import CaseScore
 
 PROVIDERS = {"m-a": "simulated", "m-b": "simulated"}
@@ -596,3 +598,99 @@ def test_the_markdown_of_a_failing_gate_a_broken_rule_and_nothing_shared() -> No
         "Δ = – points, interval [–, –] against ±2.\n"
     ) in text
     assert "candidate only 0, p = –.\n\n- no case was scored in both arms\n" in text
+
+
+def test_an_arms_gate_compares_with_the_models_accepted_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [score("m-a", i, 1.0) for i in range(3)]
+    baseline = Baseline(model="m-a", fixture_id="fx-unit", seeds=(0,), categories={"all": 100.0})
+    (tmp_path / "m-a.yaml").write_text(yaml.safe_dump(baseline.model_dump(mode="json")))
+    monkeypatch.setenv("EVALP_BASELINES_DIR", str(tmp_path))
+    summary = arm_summary("reference", spec().reference, rows, GATE, "simulated")
+    assert "no baseline yet" not in summary.gate
+    assert "| m-a | no_category_drop | yes | every category within 3.0 points" in summary.gate
+    expected = evaluate_gate(summarize_lane("product", "m-a", rows), baseline, GATE)
+    assert summary.gate == gate_markdown([expected])
+
+
+def test_the_interval_on_spread_differences_is_the_published_bootstrap_exactly() -> None:
+    spread = [float(x) for x in np.linspace(-97.3, 88.1, 31)]
+    rng = np.random.default_rng(20261130)
+    means = np.asarray(spread)[rng.integers(0, 31, size=(4000, 31))].mean(axis=1)
+    for confidence in (0.9, 0.95, 0.6):
+        tail = 100 * (1 - confidence) / 2
+        assert bootstrap(spread, confidence) == tuple(np.percentile(means, [tail, 100 - tail]))
+
+
+def test_an_equivalence_category_better_by_more_than_the_rule_breaks_it_too() -> None:
+    reference = [score("m-a", 500 + i, 0.0, category="multi_step") for i in range(6)]
+    candidate = [score("m-b", 500 + i, 0.0 if i else 1.0, category="multi_step") for i in range(6)]
+    for kind, breaks in (("equivalence", True), ("non_inferiority", False)):
+        (comparison,) = parity_report(
+            spec(kind=kind, margin=50.0),
+            "hash",
+            {"reference": reference, "candidate": candidate},
+            GATE,
+            PROVIDERS,
+        ).comparisons
+        (row,) = comparison.categories
+        assert row.difference == pytest.approx(100 / 6)
+        assert row.breaks_rule is breaks, f"better by 16.7 against a rule of 10, {kind}"
+
+
+def test_two_broken_categories_and_two_unhealed_arms_are_listed_with_commas() -> None:
+    reference = [score("m-a", i, 1.0) for i in range(200)]
+    candidate = [score("m-b", i, 1.0) for i in range(200)]
+    for offset, category in ((500, "multi_step"), (600, "abstention")):
+        reference += [score("m-a", offset + i, 1.0, category=category) for i in range(6)]
+        candidate += [
+            score("m-b", offset + i, 0.0 if i == 0 else 1.0, category=category) for i in range(6)
+        ]
+    wide = spec(margin=5.0)
+    (broken,) = parity_report(
+        wide, "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
+    ).comparisons
+    assert broken.reasons[1] == (
+        "category rule broken in multi_step, abstention (more than 10 points, n ≥ 5)"
+    )
+    both = {
+        "reference": [*reference[:200], score("m-a", 900, None, status="infra_error")],
+        "candidate": [*candidate[:200], score("m-b", 901, None, status="judge_error")],
+    }
+    (unhealed,) = parity_report(wide, "hash", both, GATE, PROVIDERS).comparisons
+    assert unhealed.reasons[1].startswith(
+        "unhealed infrastructure errors (‡) in reference, candidate: an arm"
+    )
+
+
+def test_the_primary_metric_majority_pass_pairs_each_cases_vote() -> None:
+    reference = [score("m-a", i, 1.0) for i in range(10)]
+    candidate = [score("m-b", i, 0.5) for i in range(10)]  # every case passes its vote
+    by_vote = spec(primary_metric="majority_pass")
+    (comparison,) = parity_report(
+        by_vote, "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
+    ).comparisons
+    assert (comparison.difference, comparison.low, comparison.high) == (0.0, 0.0, 0.0)
+    assert comparison.verdict == "confirmed"
+    (by_score,) = parity_report(
+        spec(), "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
+    ).comparisons
+    assert by_score.difference == -50.0
+
+
+def test_the_markdown_signs_a_gain_and_leaves_a_deciding_rows_note_empty() -> None:
+    reference = [score("m-a", i, 0.0 if i == 0 else 1.0) for i in range(6)]
+    candidate = [score("m-b", i, 1.0) for i in range(6)]
+    experiment = spec(margin=50.0, category_rule={"max_difference": 20.0, "min_cases": 5})
+    report = parity_report(
+        experiment, "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
+    )
+    (comparison,) = report.comparisons
+    text = report_markdown(experiment, report)
+    assert (
+        f"Δ = +16.7 points, interval [{comparison.low:+.1f}, {comparison.high:+.1f}] against ±50."
+        in text
+    )
+    assert comparison.low is not None and comparison.low >= 0.0
+    assert "| royalty_math | 6 | 83.3 | 100.0 | +16.7 | [+0.0, +50.0] |  |" in text
