@@ -23,6 +23,7 @@ from eval_pipeline.audit.audit import (
     _check_provenance,
     _derive_experiments,
     _envelopes_missing,
+    audit_against_project,
     audit_document,
 )
 from eval_pipeline.experiments.arms import arm_config, experiment_root
@@ -48,11 +49,13 @@ from eval_pipeline.report.refs import (
 )
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import load_gate_config
+from eval_pipeline.scoring.grading import Partition, rescore_stored
 from eval_pipeline.scoring.isolated import folder_name
-from eval_pipeline.scoring.judge import Judge
+from eval_pipeline.scoring.judge import Judge, load_judge
 from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore, score_case
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.store import TrackingStore, open_client
+from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
+from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_run
 from eval_pipeline_tests.scoring.test_grading import warehouse
@@ -758,3 +761,53 @@ def test_the_audit_derives_experiment_numbers_beside_the_lanes(tmp_path: Path) -
         *[(ref.ref, ref.text) for ref in refs],
     ]
     assert result.numbers[1].chain == experiment_chain("none", refs[0].spec_hash)
+
+
+def test_evalp_audit_reads_the_projects_own_stores_read_only(tmp_path: Path) -> None:
+    """`audit_against_project`: the warehouse (opened read-only, so it audits beside another
+    reader), the fixtures root, the pinned judge, the Dagster instance in DAGSTER_HOME and
+    the MLflow store under the project's var folder."""
+    shutil.copytree(paths.FIXTURES_DIR, paths.fixtures_root())
+    judged = next(c for c in fixtures().cases if "judged" in c.tiers)
+    runs = [*right_and_wrong(), case_run(judged, "ABSTAIN: the records do not say")]
+    con = warehouse(tmp_path, runs)
+    with_envelopes(con, runs)
+    _, scores = rescore_stored(
+        con, Partition(lane="product", model="m", seed=0), dict(case_items()), load_judge()
+    )
+    assert {s.status for s in scores} == {"scored", "judge_error"}
+    con.close()
+    shutil.move(tmp_path / "warehouse.duckdb", paths.warehouse_path())
+    client = open_client(default_store())
+    experiment = client.create_experiment("sweep")
+    mlflow_run = client.create_run(experiment).info.run_id
+    with dg.DagsterInstance.get() as instance:
+        dagster_run = materialize(instance, "sweep_report", mlflow_run)
+    text = document(
+        scores,
+        [("all", "n"), ("all", "infra"), ("all", "mean")],
+        prov=provenance(dagster_run_id="latest", mlflow_run_id=None),
+    )
+    reader = connect(paths.warehouse_path(), read_only=True)  # another reader, as the UI
+    try:
+        result = audit_against_project(text)
+    finally:
+        reader.close()
+    assert result.problems == ()
+    assert [(n.printed, n.derived) for n in result.numbers] == [
+        ("2", "2"),
+        ("1", "1"),
+        ("50.0", "50.0"),
+    ]
+    assert result.numbers[0].chain.startswith(
+        f"sweep_report @ Dagster run {dagster_run} → MLflow run {mlflow_run} → partitions "
+        "product/m/0 (settings s) → 3 call envelopes → "
+    )
+    edited = text.replace("[50.0](#r-product-m-all-mean)", "[51.0](#r-product-m-all-mean)")
+    assert audit_against_project(edited).problems[-1] == (
+        "r-product-m-all-mean: printed 51.0, re-derived 50.0"
+    )
+
+
+def case_items() -> list[tuple[str, Case]]:
+    return [(case.case_id, case) for case in fixtures().cases]
