@@ -665,8 +665,8 @@ def test_two_broken_categories_and_two_unhealed_arms_are_listed_with_commas() ->
 
 
 def test_the_primary_metric_majority_pass_pairs_each_cases_vote() -> None:
-    reference = [score("m-a", i, 1.0) for i in range(10)]
-    candidate = [score("m-b", i, 0.5) for i in range(10)]  # every case passes its vote
+    reference = [score("m-a", i, 0.5) for i in range(10)]  # every case passes its vote
+    candidate = [score("m-b", i, 0.75) for i in range(10)]  # and here too
     by_vote = spec(primary_metric="majority_pass")
     (comparison,) = parity_report(
         by_vote, "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
@@ -676,7 +676,7 @@ def test_the_primary_metric_majority_pass_pairs_each_cases_vote() -> None:
     (by_score,) = parity_report(
         spec(), "hash", {"reference": reference, "candidate": candidate}, GATE, PROVIDERS
     ).comparisons
-    assert by_score.difference == -50.0
+    assert by_score.difference == 25.0
 
 
 def test_the_markdown_signs_a_gain_and_leaves_a_deciding_rows_note_empty() -> None:
