@@ -811,3 +811,33 @@ def test_evalp_audit_reads_the_projects_own_stores_read_only(tmp_path: Path) -> 
 
 def case_items() -> list[tuple[str, Case]]:
     return [(case.case_id, case) for case in fixtures().cases]
+
+
+def test_an_experiment_that_cannot_be_re_derived_does_not_stop_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load_spec(EXPERIMENT)
+    runs = arm_runs(spec)
+    stored_arms(spec, runs)
+    good = experiment_refs(expected_report(spec, runs))[:1]
+    # a spec of another id on another fixture set, beside the good one
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    text = (paths.CONFIGS_DIR / "experiments" / f"{EXPERIMENT}.yaml").read_text("utf-8")
+    (folder / f"{EXPERIMENT}.yaml").write_text(text, "utf-8")
+    moved_text = text.replace(f"id: {EXPERIMENT}", "id: moved").replace(
+        f"fixture_id: {spec.fixture_id}", "fixture_id: fx-other"
+    )
+    (folder / "moved.yaml").write_text(moved_text, "utf-8")
+    monkeypatch.setenv("EVALP_EXPERIMENTS_DIR", str(folder))
+    moved_hash = resolve(load_spec("moved"))[0].digest()
+    first = good[0].model_copy(update={"ref": "x-first"})
+    failing = {
+        "unreadable": first.model_copy(update={"experiment_id": "no-such-experiment"}),
+        "changed": first.model_copy(update={"experiment_id": "moved", "spec_hash": "ab" * 32}),
+        "moved": first.model_copy(update={"experiment_id": "moved", "spec_hash": moved_hash}),
+    }
+    for why, before in failing.items():
+        derived, _, problems = derive([before, *good])
+        assert derived == {good[0].ref: good[0].text}, why
+        assert problems[0].startswith(f"experiment {before.experiment_id}: "), why
