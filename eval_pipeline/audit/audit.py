@@ -125,10 +125,11 @@ def _check_provenance(
             if run is None:
                 problems.append(f"Dagster run {run_id} (of {provenance.asset_key}) not found")
             else:
-                materialized = instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=key, storage_ids=None), limit=1000
+                # the run's own materializations: the asset's latest N could miss an old run
+                materialized = instance.get_records_for_run(
+                    run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
                 ).records
-                if not any(record.run_id == run_id for record in materialized):
+                if not any(record.asset_key == key for record in materialized):
                     problems.append(
                         f"Dagster run {run_id} did not materialize {provenance.asset_key}"
                     )
