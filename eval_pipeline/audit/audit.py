@@ -146,11 +146,11 @@ def _check_provenance(
 def _envelopes_missing(con: duckdb.DuckDBPyConnection, call_ids: list[str]) -> int:
     if not call_ids:
         return 0
-    present = con.execute(
+    [(present,)] = con.execute(
         f"SELECT count(DISTINCT call_id) FROM {ENVELOPES} WHERE call_id IN (SELECT unnest(?))",
         [call_ids],
-    ).fetchone()
-    return len(set(call_ids)) - int(present[0] if present else 0)
+    ).fetchall()
+    return len(set(call_ids)) - int(present)
 
 
 def audit_document(

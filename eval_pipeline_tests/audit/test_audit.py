@@ -321,14 +321,15 @@ def test_numbers_with_nothing_behind_them_re_derive_to_nothing(tmp_path: Path) -
     runs = right_and_wrong(0, settings_hash="s2")
     con = warehouse(tmp_path, runs)
     with_envelopes(con, runs)
-    text = document(scores_of(right_and_wrong(0)), [("all", "mean")])
+    text = document(scores_of(right_and_wrong(0)), [("all", "mean"), ("all", "n")])
     result = audit(text, con)
     assert result.problems == (
         "product/m/0: the stored runs are under settings s2, the document's under s "
         "(re-run since it was published)",
         "r-product-m-all-mean: printed 50.0, re-derived nothing",
+        "r-product-m-all-n: printed 2, re-derived nothing",  # not the 0 of an empty summary
     )
-    assert result.numbers[0].derived is None
+    assert [n.derived for n in result.numbers] == [None, None]
 
 
 def test_a_category_the_stored_runs_do_not_have_re_derives_to_nothing(tmp_path: Path) -> None:
@@ -380,6 +381,14 @@ def test_a_tampered_fixture_set_is_named_and_nothing_is_re_derived(tmp_path: Pat
     assert "cases.jsonl" in broken
     assert not_derived == "r-product-m-all-mean: printed 50.0, re-derived nothing"
     assert [(n.derived, n.chain) for n in result.numbers] == [(None, "–")]
+    spec = load_spec(EXPERIMENT)
+    refs = experiment_refs(expected_report(spec, arm_runs(spec)))[:1]
+    text = document(scores_of(runs), [("all", "mean")], experiment_refs=refs)
+    result = audit(text, con, fixtures_root=root)
+    assert result.problems[1:] == (
+        "r-product-m-all-mean: printed 50.0, re-derived nothing",
+        f"{refs[0].ref}: printed {refs[0].text}, re-derived nothing",
+    )
 
 
 def provenance_problems(prov: Provenance, **kwargs: object) -> tuple[list[str], object]:
@@ -423,14 +432,20 @@ def test_a_fixture_set_of_another_world_or_another_scorer_is_named() -> None:
     assert returned == (None, "dagster-run-1", "mlflow-run-1")
 
 
-def materialize(instance: dg.DagsterInstance, key: str, mlflow_run: str | None) -> str:
+def materialize(
+    instance: dg.DagsterInstance, key: str, mlflow_run: str | None, *, fail: bool = False
+) -> str:
+    """A run of one asset; with `fail`, a run that planned it and failed before it."""
+
     @dg.asset(key=dg.AssetKey.from_user_string(key))
     def published() -> dg.MaterializeResult[None]:
+        if fail:
+            raise RuntimeError("failed before materializing")
         metadata = {} if mlflow_run is None else {"mlflow_run_id": mlflow_run}
         return dg.MaterializeResult(metadata=metadata)
 
-    result = dg.materialize([published], instance=instance)
-    assert result.success
+    result = dg.materialize([published], instance=instance, raise_on_error=False)
+    assert result.success is not fail
     return result.run_id
 
 
@@ -457,6 +472,10 @@ def test_the_dagster_run_must_exist_and_have_materialized_the_asset(
     )
     assert check(dagster_run_id=other_run)[0] == [
         f"Dagster run {other_run} did not materialize reports/sweep"
+    ]
+    failed_run = materialize(instance, "reports/sweep", None, fail=True)
+    assert check(dagster_run_id=failed_run)[0] == [
+        f"Dagster run {failed_run} did not materialize reports/sweep"
     ]
     assert check(dagster_run_id="no-such-run")[0] == [
         "Dagster run no-such-run (of reports/sweep) not found"
@@ -634,7 +653,7 @@ def experiment_chain(held: str, spec_hash: str, calls: str = "reference 4, candi
 
 
 def test_an_experiments_numbers_are_recomputed_from_its_arms_and_its_registration_is_found(
-    mlflow_store: TrackingStore,
+    mlflow_store: TrackingStore, tmp_path: Path
 ) -> None:
     spec = load_spec(EXPERIMENT)
     material, _, _ = resolve(spec)
@@ -659,6 +678,12 @@ def test_an_experiments_numbers_are_recomputed_from_its_arms_and_its_registratio
         f"re-scoring experiment {EXPERIMENT} arm reference",
         f"re-scoring experiment {EXPERIMENT} arm candidate",
     ]
+    # the whole audit passes the client on: the registration is found, a missing run named
+    con = warehouse(tmp_path, [])
+    text = document([], [], prov=provenance(mlflow_run_id="0" * 32), experiment_refs=refs)
+    result = audit(text, con, mlflow=client)
+    assert result.problems == (f"MLflow run {'0' * 32} not found in the tracking store",)
+    assert [n.derived for n in result.numbers] == [ref.text for ref in refs]
     # without a store: the registration cannot be found, the numbers still re-derive
     derived, chains, problems = derive(refs)
     assert problems == [
@@ -752,7 +777,13 @@ def test_the_audit_derives_experiment_numbers_beside_the_lanes(tmp_path: Path) -
     con = warehouse(tmp_path, lane_runs)
     with_envelopes(con, lane_runs)
     text = document(scores_of(lane_runs), [("all", "mean")], experiment_refs=refs)
-    result = audit(text, con)
+    progress: list[str] = []
+    result = audit(text, con, progress)
+    assert progress == [
+        "re-scoring product/m/0",
+        f"re-scoring experiment {EXPERIMENT} arm reference",
+        f"re-scoring experiment {EXPERIMENT} arm candidate",
+    ]
     assert result.problems == (
         f"experiment {EXPERIMENT}: no registration {refs[0].spec_hash[:12]} in the MLflow store",
     )
@@ -841,3 +872,15 @@ def test_an_experiment_that_cannot_be_re_derived_does_not_stop_the_next(
         derived, _, problems = derive([before, *good])
         assert derived == {good[0].ref: good[0].text}, why
         assert problems[0].startswith(f"experiment {before.experiment_id}: "), why
+
+
+def test_a_document_under_several_settings_lists_them_all(tmp_path: Path) -> None:
+    """A partition's scores are read under its latest settings only (`read_partition`), so
+    one stale hash at most per seed; the document's own may be several."""
+    runs = right_and_wrong(0, settings_hash="s2")
+    con = warehouse(tmp_path, runs)
+    text = document(scores_of(right_and_wrong(0)), [("all", "n")], settings=("s1", "s"))
+    assert audit(text, con).problems[0] == (
+        "product/m/0: the stored runs are under settings s2, the document's under s, s1 "
+        "(re-run since it was published)"
+    )
