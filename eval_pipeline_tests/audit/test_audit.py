@@ -838,6 +838,11 @@ def test_evalp_audit_reads_the_projects_own_stores_read_only(tmp_path: Path) -> 
     assert audit_against_project(edited).problems[-1] == (
         "r-product-m-all-mean: printed 51.0, re-derived 50.0"
     )
+    # an MLflow run the project's store does not hold
+    elsewhere = provenance(dagster_run_id=dagster_run, mlflow_run_id="0" * 32)
+    assert audit_against_project(document(scores, [("all", "n")], prov=elsewhere)).problems == (
+        f"MLflow run {'0' * 32} not found in the tracking store",
+    )
 
 
 def case_items() -> list[tuple[str, Case]]:
