@@ -125,10 +125,11 @@ def _check_provenance(
             if run is None:
                 problems.append(f"Dagster run {run_id} (of {provenance.asset_key}) not found")
             else:
-                materialized = instance.fetch_materializations(
-                    dg.AssetRecordsFilter(asset_key=key, storage_ids=None), limit=1000
+                # the run's own materializations: the asset's latest N could miss an old run
+                materialized = instance.get_records_for_run(
+                    run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
                 ).records
-                if not any(record.run_id == run_id for record in materialized):
+                if not any(record.asset_key == key for record in materialized):
                     problems.append(
                         f"Dagster run {run_id} did not materialize {provenance.asset_key}"
                     )
@@ -145,11 +146,11 @@ def _check_provenance(
 def _envelopes_missing(con: duckdb.DuckDBPyConnection, call_ids: list[str]) -> int:
     if not call_ids:
         return 0
-    present = con.execute(
+    [(present,)] = con.execute(
         f"SELECT count(DISTINCT call_id) FROM {ENVELOPES} WHERE call_id IN (SELECT unnest(?))",
         [call_ids],
-    ).fetchone()
-    return len(set(call_ids)) - int(present[0] if present else 0)
+    ).fetchall()
+    return len(set(call_ids)) - int(present)
 
 
 def audit_document(
@@ -219,8 +220,8 @@ def audit_document(
                 derived[number.ref] = value
                 chains[number.ref] = chain(
                     references.provenance,
-                    dagster_run=str(run_id),
-                    mlflow_run=None if mlflow_run is None else str(mlflow_run),
+                    dagster_run=run_id,
+                    mlflow_run=mlflow_run,
                     lane=lane,
                     model=model,
                     seeds=seeds,
@@ -229,7 +230,7 @@ def audit_document(
                 )
     if fixture_set is not None and references.experiment_numbers:
         _derive_experiments(
-            references, fixture_set, mlflow, str(run_id), derived, chains, problems, progress
+            references, fixture_set, mlflow, run_id, derived, chains, problems, progress
         )
     audited: list[AuditedNumber] = []
     for printed, ref in linked:
