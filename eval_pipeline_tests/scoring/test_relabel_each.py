@@ -294,11 +294,13 @@ def test_transitions_are_counted_most_first_then_by_old_and_new_label_unlabelled
         item("drop", None, drop_cause="5xx", **drop),  # drop -> drop, unchanged
         item("drop", None, **drop),  # drop -> drop, its drop cause put back
         item(None, text(RIGHT), label_reason=NOT_GRADED, answer=READ),  # unchanged
+        item("empty", text("no line")),  # empty -> schema: ties with right -> schema
     ]
     con, report = relabelled(tmp_path, items)
     assert report.transitions == (
         Transition(old="wrong", new=None, count=3, changed=3),
         Transition(old="drop", new="drop", count=2, changed=1),
+        Transition(old="empty", new="schema", count=1, changed=1),  # ties: old label A-Z
         Transition(old="right", new="schema", count=1, changed=1),
         Transition(old=None, new="schema", count=1, changed=1),
         Transition(old=None, new=None, count=1, changed=0),
@@ -306,15 +308,16 @@ def test_transitions_are_counted_most_first_then_by_old_and_new_label_unlabelled
     assert report.counts() == {
         ("wrong", None): 3,
         ("drop", "drop"): 2,
+        ("empty", "schema"): 1,
         ("right", "schema"): 1,
         (None, None): 1,
         (None, "schema"): 1,
     }
-    assert report.changed == 6
+    assert report.changed == 7
     # examples: the most changed transition first, then rows in order (each transition's
     # change count joined back to its examples, an unlabelled old label included)
     rowid = dict(con.execute(f"SELECT envelope_id, rowid FROM {TABLE}").fetchall())
-    once = sorted((items[3], items[4], items[6]), key=lambda e: rowid[e.envelope_id])
+    once = sorted((items[3], items[4], items[6], items[8]), key=lambda e: rowid[e.envelope_id])
     assert [(e.old, e.new) for e in report.examples[:3]] == [("wrong", None)] * 3
     assert [e.envelope_id for e in report.examples[3:]] == [e.envelope_id for e in once]
 
