@@ -325,6 +325,14 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
                 "verdicts_by_model": dg.MetadataValue.json(
                     {r.model: "PASSES" if r.passed else "FAILS" for r in results}
                 ),
+                "failed_rules_by_model": dg.MetadataValue.json(
+                    {
+                        r.model: [
+                            f"{rule.rule}: {rule.detail}" for rule in r.rules if not rule.passed
+                        ]
+                        for r in results
+                    }
+                ),
                 "verdicts": dg.MetadataValue.md(gate_markdown(results)),
                 "notices": dg.MetadataValue.json([n for r in results for n in r.notices]),
                 "reasons": dg.MetadataValue.json(

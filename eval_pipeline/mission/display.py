@@ -101,14 +101,10 @@ def echo_gate(results: JobOutcome) -> None:
         f"\nShip gate: {'PASSES' if gate.get('passed') else 'FAILS'} "
         f"({passing} of {len(verdicts)} candidates pass; {gate.get('candidates_from', '?')})"
     )
-    reasons = gate.get("reasons")
-    reasons = [str(r) for r in reasons] if isinstance(reasons, list) else []
+    failures = gate.get("failed_rules_by_model")
+    failures = failures if isinstance(failures, dict) else {}
     for model, verdict in verdicts.items():
-        failed = [
-            r.split(": ", 1)[1].replace(" FAILED: ", ": ", 1)
-            for r in reasons
-            if r.startswith(f"{model}: ") and " FAILED: " in r
-        ]
+        failed = [str(rule) for rule in failures.get(model, [])]
         click.echo(f"  {model}: {verdict}" + (f" ({'; '.join(failed)})" if failed else ""))
     notices = gate.get("notices")
     for notice in notices if isinstance(notices, list) else []:
