@@ -419,7 +419,14 @@ def _seed_list(text: str) -> list[int]:
 @main.command()
 @click.option("--port", type=PORT_RANGE, default=3000, show_default=True)
 @click.option("--mlflow-port", type=PORT_RANGE, default=5000, show_default=True)
-def ui(port: int, mlflow_port: int) -> None:
+@click.option(
+    "--automations",
+    is_flag=True,
+    help="Turn on the nightly schedule, the model-config sensor and the evaluation chain "
+    "(lane runs lead to scores, a night's scores to the summary, gate, tracking and report) "
+    "before serving; they stay on in the instance until turned off in the UI.",
+)
+def ui(port: int, mlflow_port: int, automations: bool) -> None:
     """Serve the Dagster UI (this project's local instance, with its daemon) and the MLflow
     UI (the tracking store) on loopback until interrupted; both refuse a request naming a
     host other than 127.0.0.1, localhost or [::1] (DNS rebinding)."""
@@ -441,6 +448,22 @@ def ui(port: int, mlflow_port: int) -> None:
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "DAGSTER_HOME": str(home), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     workspace = str(paths.PROJECT_ROOT / "workspace.yaml")
+    if automations:
+        for kind in ("schedule", "sensor"):  # Dagster's own commands: the state they set is
+            # the instance's, the same the UI's toggles show
+            started = subprocess.run(
+                [str(bin_dir / "dagster"), kind, "start", "--start-all", "-w", workspace],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if started.returncode != 0:
+                raise click.ClickException(
+                    f"dagster {kind} start --start-all failed: "
+                    + (started.stderr.strip().splitlines() or ["(no output)"])[-1]
+                )
+            click.echo(started.stdout.strip())
     # `dagster dev` is the daemon plus a webserver that answers any Host header (DNS
     # rebinding): the same two, with our webserver accepting loopback host names only.
     commands = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.defs.automation import evaluation_chain_sensor
 from eval_pipeline.defs.config_sources import config_sources, observe_configs_job
 from eval_pipeline.defs.experiment_assets import all_experiment_assets
 from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
@@ -54,7 +55,7 @@ defs = dg.Definitions(
     ],
     asset_checks=[fixtures_match_world],
     jobs=[main_job, lanes_job, results_job, observe_configs_job],
-    sensors=[model_configs_sensor],
+    sensors=[model_configs_sensor, evaluation_chain_sensor],
     schedules=[nightly_schedule],
     resources=default_resources(),
 )

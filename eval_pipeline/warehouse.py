@@ -322,3 +322,38 @@ def read_schema(
     if not names:
         raise WarehouseError(f"warehouse schema {schema!r} is empty or missing")
     return {name: read_table(conn, schema, name, keep_codes=keep_codes) for (name,) in names}
+
+
+def upsert_in_order(
+    conn: duckdb.DuckDBPyConnection,
+    qualified: str,
+    rows: pl.DataFrame,
+    select: str = "SELECT * FROM incoming_rows",
+) -> None:
+    """Insert `rows` (through `select`, which reads them as `incoming_rows`) into the table
+    `qualified`, replacing stored rows with the same primary key, in the order they come;
+    of rows sharing a key, the last wins (as `INSERT OR REPLACE` would have it).
+
+    DuckDB's `INSERT OR REPLACE` and `ON CONFLICT DO UPDATE` do not keep that order (of 100
+    loads of 7 rows into an empty table, none kept it), so the row ids a reader takes as
+    "the order loaded" would be another order, and not the same one twice. Here the stored
+    rows of the incoming keys are deleted, then the rows inserted as they come (a replaced
+    row takes its new place). Call inside a transaction.
+    """
+    schema, _, table = qualified.rpartition(".")
+    found = conn.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
+        "AND table_name = ? AND constraint_type = 'PRIMARY KEY'",
+        [schema or "main", table],
+    ).fetchone()
+    if found is None:
+        raise ValueError(f"{qualified} has no primary key to replace rows by")
+    keys: list[str] = list(found[0])
+    latest = rows.unique(subset=keys, keep="last", maintain_order=True)
+    matched = " AND ".join(f"{qualified}.{key} = incoming.{key}" for key in keys)
+    conn.register("incoming_rows", latest.to_arrow())
+    try:
+        conn.execute(f"DELETE FROM {qualified} USING ({select}) AS incoming WHERE {matched}")
+        conn.execute(f"INSERT INTO {qualified} BY NAME {select}")
+    finally:
+        conn.unregister("incoming_rows")

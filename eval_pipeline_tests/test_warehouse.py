@@ -16,6 +16,8 @@ from eval_pipeline.warehouse import (
     read_schema,
     read_table,
     read_value,
+    transaction,
+    upsert_in_order,
     write_tables,
 )
 
@@ -123,3 +125,31 @@ def test_both_kinds_of_connection_hand_memory_back_after_each_task(tmp_path: Pat
         ).fetchone() or ("",)
         conn.close()
         assert threshold == "7.6 MiB"
+
+
+@pytest.mark.parametrize("rows", [7, 3000])
+def test_upserted_rows_keep_the_order_they_came_in_and_the_last_of_a_key_wins(
+    tmp_path: Path, rows: int
+) -> None:
+    """Row ids are the order loaded: DuckDB's INSERT OR REPLACE kept no load's order (the
+    flaky relabel examples test read "rows in the order loaded" as another order)."""
+    con = connect(tmp_path / "w.duckdb")
+    con.execute("CREATE TABLE main.t (id VARCHAR PRIMARY KEY, v INTEGER)")
+    ids = [f"id-{(i * 7919) % rows:05d}" for i in range(rows)]  # not in sorted order
+    with transaction(con):
+        upsert_in_order(con, "main.t", pl.DataFrame({"id": ids, "v": range(rows)}))
+    assert [r[0] for r in con.execute("SELECT id FROM t ORDER BY rowid").fetchall()] == ids
+    # the second load: one stored row replaced (it takes its new place), a key twice (the
+    # last wins, at its place), a new row
+    again = pl.DataFrame({"id": [ids[0], "new", "new"], "v": [-1, 1, 2]})
+    with transaction(con):
+        upsert_in_order(con, "main.t", again)
+    stored = con.execute("SELECT id, v FROM t ORDER BY rowid").fetchall()
+    assert stored == [*((i, v) for v, i in enumerate(ids) if v > 0), (ids[0], -1), ("new", 2)]
+
+
+def test_an_upsert_into_a_table_with_no_primary_key_is_refused(tmp_path: Path) -> None:
+    con = connect(tmp_path / "w.duckdb")
+    con.execute("CREATE TABLE main.t (id VARCHAR)")
+    with pytest.raises(ValueError, match=r"main\.t has no primary key"):
+        upsert_in_order(con, "main.t", pl.DataFrame({"id": ["a"]}))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     EXPERIMENTS_GROUP,
@@ -100,6 +101,7 @@ def _parity_asset(spec: ExperimentSpec, spec_version: str) -> dg.AssetsDefinitio
         key=parity_report_key(experiment),
         group_name=EXPERIMENTS_GROUP,
         deps=[arm_scores_key(experiment), GATE_CONFIG_SOURCE],
+        automation_condition=AFTER_THE_LANES,
         code_version=asset_code_version(f"parity/{spec_version}", __name__),
         description=f"{spec.title}: the paired comparison and its verdict.",
     )

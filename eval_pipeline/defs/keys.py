@@ -27,6 +27,8 @@ MODELS_PARTITIONS = "models"
 LANES_JOB = "lanes"
 MODEL_CONFIGS_SENSOR = "model_configs"
 NIGHTLY_SCHEDULE = "nightly_sweep"
+CHAIN_SENSOR = "evaluation_chain"
+"""The sensor evaluating the assets' automation conditions (eval_pipeline.defs.automation)."""
 PROVIDER_TAG = "evalp/provider"
 
 MODEL_LANE_SCORES_ASSET = "model_lane_scores"

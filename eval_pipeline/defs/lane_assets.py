@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline import paths
+from eval_pipeline.defs.automation import PER_PARTITION
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     FIXTURES_ASSET,
@@ -231,6 +232,7 @@ def _records(
     partitions_def=lane_partitions,
     deps=[MODEL_LANE_RUNS_ASSET],
     pool=WAREHOUSE_POOL,
+    automation_condition=PER_PARTITION,
     kinds={"duckdb"},
     code_version=LANE_CODE_VERSION,
 )
@@ -247,6 +249,7 @@ def model_lane_records_asset(
     partitions_def=lane_partitions,
     deps=[PRODUCT_LANE_RUNS_ASSET],
     pool=WAREHOUSE_POOL,
+    automation_condition=PER_PARTITION,
     kinds={"duckdb"},
     code_version=LANE_CODE_VERSION,
 )

@@ -6,6 +6,7 @@ import json
 
 import dagster as dg
 
+from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.experiment_assets import parity_report_key
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
@@ -30,6 +31,7 @@ from eval_pipeline.tracking.provenance import code_version
         *(parity_report_key(spec.id) for spec in scan_specs()[0]),
     ],
     pool=WAREHOUSE_POOL,
+    automation_condition=AFTER_THE_LANES,
     code_version=asset_code_version("report", __name__),
     description=(
         "The report a person reads and `evalp audit` checks. Its lineage is the chain behind "

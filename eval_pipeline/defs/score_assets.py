@@ -12,6 +12,7 @@ import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
+from eval_pipeline.defs.automation import AFTER_THE_LANES, PER_PARTITION
 from eval_pipeline.defs.keys import (
     GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
@@ -127,6 +128,7 @@ def _partition_metadata(
     partitions_def=lane_partitions,
     deps=[MODEL_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
+    automation_condition=PER_PARTITION,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
 )
@@ -147,6 +149,7 @@ def model_lane_scores_asset(
     partitions_def=lane_partitions,
     deps=[PRODUCT_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
+    automation_condition=PER_PARTITION,
     kinds={"duckdb"},
     code_version=SCORES_CODE_VERSION,
 )
@@ -166,6 +169,7 @@ def product_lane_scores_asset(
     group_name=RESULTS_GROUP,
     deps=[MODEL_LANE_SCORES_ASSET, PRODUCT_LANE_SCORES_ASSET, SWEEP_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
+    automation_condition=AFTER_THE_LANES,
     code_version=SCORES_CODE_VERSION,
 )
 def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
@@ -251,6 +255,7 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
         group_name=RESULTS_GROUP,
         deps=[source, GATE_CONFIG_SOURCE],
         pool=WAREHOUSE_POOL,
+        automation_condition=AFTER_THE_LANES,
         check_specs=specs,
         code_version=GATE_CODE_VERSION,
     )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import PrivateAttr
 
+from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_SUMMARY_ASSET,
@@ -43,6 +44,7 @@ class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
     group_name=RESULTS_GROUP,
     deps=[SWEEP_SUMMARY_ASSET],
     pool=WAREHOUSE_POOL,
+    automation_condition=AFTER_THE_LANES,
     code_version=asset_code_version("tracking", __name__),
 )
 def sweep_tracking_asset(

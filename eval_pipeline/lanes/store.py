@@ -21,7 +21,7 @@ from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.records import CaseRun, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
-from eval_pipeline.warehouse import has_table, transaction
+from eval_pipeline.warehouse import has_table, transaction, upsert_in_order
 
 CASE_RUNS = "runs.case_runs"
 TRACE_EVENTS = "runs.trace_events"
@@ -112,12 +112,7 @@ def _upsert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, obj
     if not rows:
         return 0
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    con.register("staged_rows", frame.to_arrow())
-    try:
-        columns = ", ".join(frame.columns)
-        con.execute(f"INSERT OR REPLACE INTO {table} ({columns}) SELECT {columns} FROM staged_rows")
-    finally:
-        con.unregister("staged_rows")
+    upsert_in_order(con, table, frame)
     return frame.height
 
 

@@ -116,15 +116,16 @@ class EnvelopeJournal:
     unbuffered write per line, no user-space buffer to flush).
 
     `fsync=True` also forces each line to the disk (survives power loss, costs ~ms a line).
+    The file is created with its first line: a session that makes no call leaves no
+    journal, not an empty one that no record names and so nothing would ever load.
     """
 
     def __init__(self, path: Path, *, fsync: bool = False) -> None:
         self.path = path
         self._fsync = fsync
         self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Unbuffered: each line is one write(2) of its bytes, in the OS when it returns.
-        self._file: IO[bytes] | None = path.open("ab", buffering=0)
+        self._file: IO[bytes] | None = None
+        self._closed = False
         self.written = 0
 
     def append(self, envelope: CallEnvelope) -> None:
@@ -134,8 +135,12 @@ class EnvelopeJournal:
         """Append one envelope already serialized to UTF-8 JSON (`envelope_json`)."""
         data = line + b"\n"
         with self._lock:
-            if self._file is None:
+            if self._closed:
                 raise JournalError(f"journal {self.path} is closed")
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # Unbuffered: each line is one write(2) of its bytes, in the OS when it returns.
+                self._file = self.path.open("ab", buffering=0)
             done = self._file.write(data)
             while done < len(data):  # a regular file takes it whole; a short write goes on
                 done += self._file.write(data[done:])
@@ -145,6 +150,7 @@ class EnvelopeJournal:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._file is not None:
                 self._file.close()
                 self._file = None

@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_journal
-from eval_pipeline.warehouse import RUNS_SCHEMA, connect, has_table, transaction
+from eval_pipeline.warehouse import RUNS_SCHEMA, connect, has_table, transaction, upsert_in_order
 
 TABLE = "runs.call_envelopes"
 OUTCOMES_VIEW = "runs.call_outcomes"
@@ -110,18 +110,11 @@ def insert_envelopes(con: duckdb.DuckDBPyConnection, envelopes: Iterable[CallEnv
     schema = {name: _polars_type(kind) for name, kind in COLUMNS}
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     casts = ", ".join(
-        f"CAST({name} AS {kind.split(' PRIMARY')[0].split(' NOT NULL')[0]})"
+        f"CAST({name} AS {kind.split(' PRIMARY')[0].split(' NOT NULL')[0]}) AS {name}"
         for name, kind in COLUMNS
     )
     before = _count(con)
-    con.register("incoming_envelopes", frame)
-    try:
-        con.execute(
-            f"INSERT OR REPLACE INTO {TABLE} ({', '.join(COLUMN_NAMES)}) "
-            f"SELECT {casts} FROM incoming_envelopes"
-        )
-    finally:
-        con.unregister("incoming_envelopes")
+    upsert_in_order(con, TABLE, frame, f"SELECT {casts} FROM incoming_rows")
     return _count(con) - before
 
 

@@ -40,7 +40,8 @@ def describe_partitions(partitions: dg.PartitionsDefinition | None) -> object:
 
 
 def graph_snapshot() -> dict[str, object]:
-    """Keys, deps, partitions, checks, pools and code versions of every asset; the jobs,
+    """Keys, deps, partitions, checks, pools, code versions and automation conditions of
+    every asset; the jobs,
     sensors and schedules: what a change to the graph must show in review."""
     from eval_pipeline.definitions import defs
 
@@ -58,6 +59,10 @@ def graph_snapshot() -> dict[str, object]:
             # asset runs (test_source_versions.py checks it)
             "code_version": (node.code_version or "").split("@")[0] or None,
             "checks": sorted(check.name for check in node.check_keys),
+            # what runs it after its inputs (eval_pipeline/defs/automation.py)
+            "automation": node.automation_condition.get_label()
+            if node.automation_condition is not None
+            else None,
         }
     return {
         "assets": assets,

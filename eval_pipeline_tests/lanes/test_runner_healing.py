@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import duckdb
 from aiohttp import web
 
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneRunSummary, LaneSettings, partition_dir, run_partition
+from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journals
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim.process import running_sim
 
@@ -59,49 +63,53 @@ async def relay(sim_url: str, switch: Switch) -> AsyncIterator[str]:
             await runner.cleanup()
 
 
+def relay_config(base_url: str) -> ModelConfig:
+    return ModelConfig.model_validate(
+        {
+            "name": "relay",
+            "api": "openai_compatible",
+            "provider": "relay-under-test",
+            "model": "sim-strong",
+            "base_url": base_url,
+            "seed_header": "x-evalp-seed",
+            "timeout_s": 20,
+            "connect_timeout_s": 5,
+        }
+    )
+
+
+async def one_run(
+    base_url: str, run_id: str, fixture_set: FixtureSet, root: Path, cases: list[Case]
+) -> LaneRunSummary:
+    """One run of the model lane over `cases`, journaling under root/runs/<run_id>/."""
+    session = CallSession(run_id=run_id, journal_path=root / "runs" / run_id / JOURNAL_NAME)
+    async with session:
+        return await run_partition(
+            lane="model",
+            config=relay_config(base_url),
+            seed=0,
+            fixture_set=fixture_set,
+            session=session,
+            settings=LaneSettings(lane="model"),
+            toolbox=None,
+            folder=partition_dir("model", "relay", 0, root / "lanes"),
+            cases=cases,
+        )
+
+
 def test_refused_cases_are_rerun_once_the_server_is_fixed_and_completed_ones_kept(
     small_fixture_set: FixtureSet, tmp_path: Path
 ) -> None:
     cases = small_fixture_set.cases[:8]
     switch = Switch()
-    folder = partition_dir("model", "relay", 0, tmp_path / "lanes")
-
-    async def one_run(base_url: str, run_id: str) -> LaneRunSummary:
-        config = ModelConfig.model_validate(
-            {
-                "name": "relay",
-                "api": "openai_compatible",
-                "provider": "relay-under-test",
-                "model": "sim-strong",
-                "base_url": base_url,
-                "seed_header": "x-evalp-seed",
-                "timeout_s": 20,
-                "connect_timeout_s": 5,
-            }
-        )
-        session = CallSession(
-            run_id=run_id, journal_path=tmp_path / "runs" / run_id / "envelopes.jsonl"
-        )
-        async with session:
-            return await run_partition(
-                lane="model",
-                config=config,
-                seed=0,
-                fixture_set=small_fixture_set,
-                session=session,
-                settings=LaneSettings(lane="model"),
-                toolbox=None,
-                folder=folder,
-                cases=cases,
-            )
 
     async def go() -> tuple[LaneRunSummary, LaneRunSummary, LaneRunSummary]:
         with running_sim() as sim:
             async with relay(sim.openai_base_url, switch) as url:
-                refused = await one_run(url, "refused")
+                refused = await one_run(url, "refused", small_fixture_set, tmp_path, cases)
                 switch.fixed = True
-                fixed = await one_run(url, "fixed")
-                again = await one_run(url, "again")
+                fixed = await one_run(url, "fixed", small_fixture_set, tmp_path, cases)
+                again = await one_run(url, "again", small_fixture_set, tmp_path, cases)
         return refused, fixed, again
 
     refused, fixed, again = asyncio.run(go())
@@ -111,3 +119,28 @@ def test_refused_cases_are_rerun_once_the_server_is_fixed_and_completed_ones_kep
     assert fixed.statuses == {"completed": len(cases)}
     assert (again.ran, again.kept) == (0, len(cases))
     assert (refused.unheard, fixed.unheard) == (len(cases), 0)
+
+
+def test_a_run_with_nothing_left_to_run_leaves_no_journal_waiting_to_be_loaded(
+    small_fixture_set: FixtureSet, tmp_path: Path
+) -> None:
+    """A partition run again after every case completed makes no call. Its session used to
+    leave an empty journal that no case names, so the partition's records never loaded it
+    and it stayed "not loaded in full" (the flake of `test_evalp_demo_killed_at_ten_points`:
+    a kill after a lane step's cases landed, before Dagster recorded it, re-runs that step
+    with nothing to do)."""
+    cases = small_fixture_set.cases[:3]
+
+    async def go() -> LaneRunSummary:
+        with running_sim() as sim:
+            async with relay(sim.openai_base_url, Switch(fixed=True)) as url:
+                await one_run(url, "first", small_fixture_set, tmp_path, cases)
+                return await one_run(url, "nothing-left", small_fixture_set, tmp_path, cases)
+
+    again = asyncio.run(go())
+    assert (again.ran, again.kept) == (0, len(cases))
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        load_partition_records(
+            [partition_dir("model", "relay", 0, tmp_path / "lanes")], tmp_path / "runs", con
+        )
+        assert pending_journals(tmp_path / "runs", con) == []

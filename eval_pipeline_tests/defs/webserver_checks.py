@@ -1,23 +1,15 @@
-"""The Dagster webserver as a person meets it after a demo, through its GraphQL API: the
+"""The Dagster webserver as a person meets it after a sweep, through its GraphQL API: the
 asset graph (lanes partitioned, the gate with its checks, tracking, the report, each
 experiment's assets), the report's lineage back to the world with the chain behind its
-numbers, the nightly schedule and the model-config sensor."""
+numbers, the nightly schedule and the sensors."""
 
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
-import pytest
-
-from eval_pipeline.paths import PROJECT_ROOT
-from eval_pipeline_tests.demo_helpers import run_evalp, small_world_env
-from eval_pipeline_tests.test_ui import answers, free_port
+from eval_pipeline_tests.test_ui import answers
 
 QUERY = """
 {
@@ -37,44 +29,20 @@ QUERY = """
 """
 
 
-@pytest.mark.slow
-def test_the_webserver_shows_the_graph_lineage_checks_schedule_and_sensor(
-    isolated_state: Path,
-) -> None:
-    env = small_world_env(isolated_state)
-    demo = run_evalp(["demo"], env)
-    assert demo.returncode == 0, demo.stderr[-3000:]
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("dagster-webserver")),
-            "-w",
-            str(PROJECT_ROOT / "workspace.yaml"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-        ],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+def assert_the_webserver_shows_the_graph(url: str, seeds: str) -> None:
+    """The webserver at `url` (after a sweep of sim-strong and sim-small over `seeds`, as
+    "0,1,2") shows the graph, the report's lineage, the schedule and the sensors. Called by
+    the nightly-tick test in test_automation.py, whose `evalp ui` serves it: one sweep
+    for both, not a demo of its own."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not answers(f"{url}/server_info"):
+        time.sleep(1)
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": QUERY}).encode(),
+        headers={"Content-Type": "application/json"},
     )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not answers(f"{url}/server_info"):
-            time.sleep(1)
-        request = urllib.request.Request(
-            f"{url}/graphql",
-            data=json.dumps({"query": QUERY}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        data = json.load(urllib.request.urlopen(request, timeout=60))["data"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=60)
+    data = json.load(urllib.request.urlopen(request, timeout=60))["data"]
     nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
     assert (
         nodes["product_lane_runs"]["isPartitioned"] and nodes["model_lane_scores"]["isPartitioned"]
@@ -111,9 +79,9 @@ def test_the_webserver_shows_the_graph_lineage_checks_schedule_and_sensor(
     assert lineage is not None
     for lane in ("model", "product"):
         for model in ("sim-strong", "sim-small"):
-            assert f"partitions {lane}/{model}/0,1,2" in lineage
+            assert f"partitions {lane}/{model}/{seeds}" in lineage
     assert f"sweep_report @ Dagster run {materialization['runId']} → MLflow run " in lineage
     assert "call envelopes → fixture fx-" in lineage and ", world " in lineage
     (repository,) = data["repositoriesOrError"]["nodes"]
     assert [s["name"] for s in repository["schedules"]] == ["nightly_sweep"]
-    assert [s["name"] for s in repository["sensors"]] == ["model_configs"]
+    assert sorted(s["name"] for s in repository["sensors"]) == ["evaluation_chain", "model_configs"]
