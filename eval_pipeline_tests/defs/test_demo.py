@@ -197,7 +197,7 @@ def test_a_failing_step_shows_its_cause_first_and_alone(isolated_state: Path) ->
     """A failure only the run meets (this world is too small for its suite) is one line
     naming its cause, not the step's stack dump."""
     config = isolated_state / "too-small.yaml"
-    config.write_text("plugin: label\nseed: 11\nscale: 0.001\n")
+    config.write_text("plugin: label\nseed: 12\nscale: 0.001\n")  # its smallest: 0.003
     env = {**os.environ, "EVALP_WORLD_CONFIG": str(config)}
     done = run_evalp(["demo"], env)
     assert done.returncode == 2, done.stderr
