@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -334,16 +335,18 @@ def test_examples_are_a_few_per_transition_from_the_most_changed_first_in_row_or
     ]
     schema = envelope(lane="product", case=MONEY, response=text(RIGHT), label="schema", answer=READ)
     items = [rights[0], *wrongs, rights[1], schema]
+
+    def in_row_order(con: duckdb.DuckDBPyConnection, group: list[CallEnvelope]) -> list[str]:
+        """The group's envelope ids in the warehouse's row order (which a load does not
+        keep from one warehouse to the next: each is read from its own)."""
+        ids = {e.envelope_id for e in group}
+        rows = con.execute(f"SELECT envelope_id FROM {TABLE} ORDER BY rowid").fetchall()
+        return [row[0] for row in rows if row[0] in ids]
+
     con, report = relabelled(tmp_path, items)
-    # rows in the order loaded (by envelope id within the run's journal)
-    order = [
-        row[0] for row in con.execute(f"SELECT envelope_id FROM {TABLE} ORDER BY rowid").fetchall()
-    ]
-    wrong_ids = [i for i in order if i in {e.envelope_id for e in wrongs}]
-    right_ids = [i for i in order if i in {e.envelope_id for e in rights}]
     assert [e.envelope_id for e in report.examples] == [
-        *wrong_ids[:3],  # 4 changes: the 3 first rows
-        *right_ids,  # 2 changes
+        *in_row_order(con, wrongs)[:3],  # 4 changes: the 3 first rows
+        *in_row_order(con, rights),  # 2 changes
         schema.envelope_id,  # 1 change
     ]
     first = report.examples[0]
@@ -371,11 +374,34 @@ def test_examples_are_a_few_per_transition_from_the_most_changed_first_in_row_or
     last = report.examples[-1]
     assert (last.old, last.old_answer, last.new_answer) == ("schema", READ, READ)
     assert last.reason == NOT_GRADED  # the answer did not change
-    con.close()
-    (tmp_path / "warehouse.duckdb").unlink()
-    (tmp_path / "partition").rename(tmp_path / "old-partition")
-    _, capped = relabelled(tmp_path, items, max_examples=4)
-    assert [e.envelope_id for e in capped.examples] == [e.envelope_id for e in report.examples[:4]]
+    (tmp_path / "capped").mkdir()
+    capped_con, capped = relabelled(tmp_path / "capped", items, max_examples=4)
+    assert [e.envelope_id for e in capped.examples] == [
+        *in_row_order(capped_con, wrongs)[:3],
+        in_row_order(capped_con, rights)[0],
+    ]
+
+
+def test_each_transition_has_its_own_examples_when_two_share_their_old_label(
+    tmp_path: Path,
+) -> None:
+    answered = [
+        envelope(lane="product", case=MONEY, response=text(RIGHT), label="wrong") for _ in range(3)
+    ]
+    no_line = [
+        envelope(lane="product", case=MONEY, response=text("no line"), label="wrong")
+        for _ in range(3)
+    ]
+    _, report = relabelled(tmp_path, [*answered, *no_line])
+    assert report.counts() == {("wrong", None): 3, ("wrong", "schema"): 3}
+    # three examples of each, not three of the old label `wrong`
+    assert Counter((e.old, e.new) for e in report.examples) == {
+        ("wrong", None): 3,
+        ("wrong", "schema"): 3,
+    }
+    assert {e.envelope_id for e in report.examples} == {
+        e.envelope_id for e in (*answered, *no_line)
+    }
 
 
 def test_grades_are_counted_per_lane_and_model_in_order(tmp_path: Path) -> None:
@@ -454,6 +480,28 @@ def test_an_unknown_status_is_named_even_without_case_runs(tmp_path: Path) -> No
     )
     with pytest.raises(RelabelError, match=f"^{re.escape(message)}$"):
         relabel_envelopes(con, cases_for)
+
+
+def test_of_several_unknown_statuses_one_is_named_never_a_known_status_read_first(
+    tmp_path: Path,
+) -> None:
+    con = warehouse(tmp_path)
+    insert_envelopes(
+        con, [envelope(lane="product", case=MONEY, response=text("ANSWER: 1")) for _ in range(6)]
+    )
+    rows = con.execute(f"SELECT envelope_id FROM {TABLE} ORDER BY rowid").fetchall()
+    unknown = {rows[4][0]: "exploded", rows[5][0]: "vanished"}  # the last two rows
+    for envelope_id, status in unknown.items():
+        con.execute(f"UPDATE {TABLE} SET status = ? WHERE envelope_id = ?", [status, envelope_id])
+    statuses = con.execute(f"SELECT status FROM {TABLE} ORDER BY rowid").fetchall()
+    assert [row[0] for row in statuses] == ["ok", "ok", "ok", "ok", "exploded", "vanished"]
+    named = {
+        f"{TABLE}: envelope {envelope_id} has status {status!r}, not one of {', '.join(STATUSES)}"
+        for envelope_id, status in unknown.items()
+    }
+    with pytest.raises(RelabelError) as raised:
+        relabel_envelopes(con, cases_for)
+    assert str(raised.value) in named
 
 
 def test_a_case_not_in_its_fixture_set_is_named_with_the_fixture_set(tmp_path: Path) -> None:
