@@ -58,12 +58,19 @@ def run_evalp(
         stderr=subprocess.PIPE,
         text=True,
     )
-    if kill_after_s is not None:
-        try:
-            process.wait(timeout=kill_after_s)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-    out, err = process.communicate(timeout=timeout_s)
+    try:
+        if kill_after_s is not None:
+            try:
+                process.wait(timeout=kill_after_s)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+        out, err = process.communicate(timeout=timeout_s)
+    except BaseException:
+        # A test timed out or interrupted mid-command: the command must not outlive it (a
+        # process left running, with its pipes, failed a later test on its ResourceWarning).
+        process.kill()
+        process.communicate()
+        raise
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 

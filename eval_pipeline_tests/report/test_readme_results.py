@@ -15,6 +15,7 @@ from eval_pipeline_tests.demo_helpers import run_evalp
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # a default-world demo: 297 s in one CI run, past the 300 s default
 def test_the_readme_results_table_is_what_the_main_job_derives(isolated_state: Path) -> None:
     import os
 
