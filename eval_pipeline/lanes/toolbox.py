@@ -3,9 +3,9 @@
 Every tool reads the world-only agent database (:mod:`eval_pipeline.lanes.agent_db`), never
 the warehouse: ``run_sql`` through the guarded :class:`AgentSql`; the other read tools
 through plain parameterised queries on the same file; ``calculate_royalties`` by running
-the royalty engine on the tables of one artist (the engine that computed the answer key,
-but over the world tables, not the key). ``submit_payout_batch`` is the only write: a
-dry-run sink that validates and records the request and answers with a synthetic success.
+the royalty engine once a toolbox over the world tables (the engine that computed the
+answer key, but over the world tables, not the key). ``submit_payout_batch`` is the only
+write: a dry-run sink that validates and records the request and answers with a synthetic success.
 
 Every failure an agent can cause (an unknown tool, arguments that break the schema, a
 refused or failing query, an unknown artist, a period outside the ledger) comes back as an
@@ -37,7 +37,7 @@ from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.clauses import percent
 from eval_pipeline.world.label.distributors import PERIODS
-from eval_pipeline.world.label.truth import compute_truth, subset_world
+from eval_pipeline.world.label.truth import artist_part, compute_truth
 
 MAX_ARGUMENT_BYTES = 64_000
 """Arguments larger than this are refused unread (a model sending megabytes of JSON)."""
@@ -87,7 +87,7 @@ class LabelToolbox:
         self._conn = open_agent_world_db(agent_db)
         self._lock = threading.Lock()
         self._world: dict[str, pl.DataFrame] | None = None
-        self._ledgers: dict[str, dict[str, pl.DataFrame]] = {}
+        self._ledgers: dict[str, pl.DataFrame] | None = None
         self.writes: list[dict[str, Any]] = []
 
     def close(self) -> None:
@@ -276,18 +276,22 @@ class LabelToolbox:
                 self._world = world
             return self._world
 
-    def _artist_ledgers(self, artist_id: str) -> dict[str, pl.DataFrame]:
+    def _world_ledgers(self) -> dict[str, pl.DataFrame]:
+        """The ledgers of every artist, computed once a toolbox: every rule is local to an
+        artist (see :func:`subset_world`), so one run of the engine over the world answers
+        each artist's calls as a run over that artist's part would, at the cost of about
+        ten such runs (one a call was most of the product lane's time)."""
         world = self._world_tables()
         with self._lock:
-            cached = self._ledgers.get(artist_id)
-        if cached is not None:
-            return cached
+            if self._ledgers is None:
+                self._ledgers = compute_truth(world, None)
+            return self._ledgers
+
+    def _artist_ledgers(self, artist_id: str) -> dict[str, pl.DataFrame]:
+        world = self._world_tables()
         if world["artists"].filter(pl.col("artist_id") == artist_id).height == 0:
             raise _NotFoundError(f"no artist {artist_id!r}; find_artist looks artists up by name")
-        ledgers = compute_truth(subset_world(world, {artist_id}), None)
-        with self._lock:
-            self._ledgers[artist_id] = ledgers
-        return ledgers
+        return artist_part(self._world_ledgers(), world["contracts"], artist_id)
 
     def _calculate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         artist_id, period = str(arguments["artist_id"]), str(arguments["period"])

@@ -522,6 +522,31 @@ def subset_world(
     return part
 
 
+ARTIST_LEDGER_TABLES: tuple[str, ...] = (
+    "artist_ledger",
+    "account_ledger",
+    "contract_terms",
+    "track_period_royalties",
+)
+"""The ledgers kept per artist by :func:`artist_part`: what the calculator tool reads."""
+
+
+def artist_part(
+    ledgers: Mapping[str, pl.DataFrame], contracts: pl.DataFrame, artist_id: str
+) -> dict[str, pl.DataFrame]:
+    """One artist's rows of :data:`ARTIST_LEDGER_TABLES` from ledgers of a whole world:
+    the same rows as those ledgers computed on :func:`subset_world` for the artist."""
+    own = contracts.filter(pl.col("artist_id") == artist_id)["contract_id"].implode()
+    by_artist = pl.col("artist_id") == artist_id
+    by_contract = pl.col("contract_id").is_in(own)
+    return {
+        "artist_ledger": ledgers["artist_ledger"].filter(by_artist),
+        "account_ledger": ledgers["account_ledger"].filter(by_artist),
+        "contract_terms": ledgers["contract_terms"].filter(by_contract),
+        "track_period_royalties": ledgers["track_period_royalties"].filter(by_contract),
+    }
+
+
 def _canary(world: Mapping[str, pl.DataFrame], token: str) -> pl.DataFrame:
     clauses = world["contract_clauses"].filter(pl.col("body").str.contains(token, literal=True))
     if clauses.height != 1:
