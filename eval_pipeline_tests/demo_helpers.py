@@ -24,7 +24,7 @@ from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journal
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 
 SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
-SMALL_SWEEP = "name: small\nmodels: [sim-strong, sim-small]\nseeds: [0, 1]\n"
+SMALL_SWEEP = "name: small\nmodels: [sim-strong, sim-small]\nseeds: [0]\n"
 """Two agents and no experiment: the committed experiments name the default world's
 fixture set, which a small world does not build."""
 

@@ -214,6 +214,7 @@ def test_a_failing_step_shows_its_cause_first_and_alone(isolated_state: Path) ->
     assert done.stdout == ""
 
 
+@pytest.mark.slow  # two small-world demos and an audit: about a minute
 def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and_audits_clean(
     isolated_state: Path,
 ) -> None:

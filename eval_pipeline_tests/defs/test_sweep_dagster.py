@@ -55,6 +55,8 @@ from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
 from eval_pipeline_tests.test_cli import invoke
 
+pytestmark = pytest.mark.slow  # one sweep of 6 partitions for the module: about a minute
+
 MODELS = ("sim-strong", "sim-small")
 SEEDS = ("0", "1", "2")
 LANE_STEPS = [

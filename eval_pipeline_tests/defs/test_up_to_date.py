@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from eval_pipeline_tests.demo_helpers import run_evalp, small_world_env
 
@@ -43,6 +44,7 @@ def _since(known: set[str]) -> Counter[str]:
         return _materializations_since(instance, known)
 
 
+@pytest.mark.slow  # three small-world demos: about a minute
 def test_a_second_demo_with_nothing_changed_runs_nothing_and_a_new_seed_runs_only_its_lanes(
     isolated_state: Path,
 ) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pytest
 import sqlalchemy as sa
 import yaml
 from dagster_postgres import (
@@ -143,6 +144,7 @@ def test_the_kubernetes_instance_differs_from_the_tested_one_only_in_its_run_lau
     assert {key: value for key, value in k8s.items() if key != "run_launcher"} == tested
 
 
+@pytest.mark.slow  # a Postgres server and parallel lane runs: about 30 s
 def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_lock(
     deployment: Deployment,
 ) -> None:

@@ -39,6 +39,7 @@ def report_of(experiment: str) -> ParityReport:
     return ParityReport.model_validate_json(path.read_text())
 
 
+@pytest.mark.slow  # every shipped experiment on the default world: about 40 s
 def test_the_shipped_experiments_register_run_and_give_verdicts(
     at_project: tuple[Path, str],
 ) -> None:

@@ -23,14 +23,15 @@ SORT_KEYS = {
 }
 
 
-@pytest.mark.parametrize(("seed", "scale"), [(12, 0.05), (7, 0.2)])
+@pytest.mark.parametrize(("seed", "scale", "every"), [(12, 0.05, 3), (7, 0.2, 5)])
 def test_every_artists_part_of_the_world_ledgers_equals_the_ledgers_of_their_part(
-    seed: int, scale: float
+    seed: int, scale: float, every: int
 ) -> None:
+    """Every `every`-th artist (an engine run on one artist's part costs about 40 ms)."""
     world = dict(LabelWorld().generate(seed, scale).tables)
     whole = compute_truth(world, None)
-    artists = world["artists"]["artist_id"].to_list()
-    assert len(artists) > 50
+    artists = world["artists"]["artist_id"].to_list()[::every]
+    assert len(artists) >= 30
     for artist_id in artists:
         part = artist_part(whole, world["contracts"], artist_id)
         alone = compute_truth(subset_world(world, {artist_id}), None)
