@@ -35,7 +35,6 @@ def main() -> int:
         "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
         "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
         "DAGSTER_HOME": str(home / "dagster_home"),
-        "EVALP_README": str(home / "README.md"),
     }
     evalp = [sys.executable, "-m", "eval_pipeline.cli"]
     started = time.perf_counter()

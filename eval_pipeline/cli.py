@@ -276,15 +276,10 @@ def _echo_results(results: JobOutcome) -> None:
     report = results.materializations.get("sweep_report", {})
     if report:
         click.echo(f"  report       {report.get('path')}  (and {report.get('html')})")
-        readme = paths.readme_path()
-        table = report.get("readme_table")
-        if results.success and isinstance(table, str) and readme.exists():
-            from eval_pipeline.report.readme import update_results
-
-            changed = update_results(readme, Path(table).read_text(encoding="utf-8"))
+        if results.success and isinstance(report.get("readme_table"), str):
             click.echo(
-                f"  readme       results table {'updated' if changed else 'unchanged'} in "
-                f"{readme} (`evalp audit {readme.name}` re-derives it)"
+                f"  readme       table {report['readme_table']}  (`evalp publish --readme` "
+                "writes it into README.md; nothing in the checkout is edited until then)"
             )
     tracked = results.materializations.get("sweep_tracking", {})
     if tracked:
@@ -295,6 +290,32 @@ def _echo_results(results: JobOutcome) -> None:
         )
     for failure in results.failures:
         click.echo(f"error: results: {failure.step}: {one_line(failure.message)}", err=True)
+
+
+@main.command()
+@click.option(
+    "--readme",
+    "readme",
+    type=click.Path(dir_okay=False, path_type=Path),
+    is_flag=False,
+    flag_value=str(paths.PROJECT_ROOT / "README.md"),
+    default=None,
+    help="The README whose results block gets the table (given alone: the project's).",
+)
+def publish(readme: Path | None) -> None:
+    """Write the latest sweep report's results table into a README's results block, only
+    while that report is current (refused, nothing written, when it is stale or missing).
+    `evalp audit README.md` re-derives every number of it."""
+    from eval_pipeline.mission.publish import publish_readme
+
+    if readme is None:
+        raise click.UsageError("say what to publish: --readme [PATH]")
+    published = publish_readme(readme)
+    click.echo(
+        f"results table {'updated' if published.changed else 'unchanged'} in "
+        f"{published.readme} (from the sweep report of Dagster run {published.report_run_id}; "
+        f"`evalp audit {Path(published.readme).name}` re-derives it)"
+    )
 
 
 @main.command()

@@ -106,9 +106,3 @@ def prepared_dagster_home() -> Path:
     except OSError as error:  # a read-only or full var/: named, not a traceback
         raise state_os_error(error, error.filename or home) from error
     return home
-
-
-def readme_path() -> Path:
-    """The README whose results table the demo writes: `EVALP_README` or the project's."""
-    override = os.environ.get("EVALP_README")
-    return Path(override).resolve() if override else PROJECT_ROOT / "README.md"

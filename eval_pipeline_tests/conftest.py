@@ -57,7 +57,6 @@ def point_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALP_WAREHOUSE", str(home / "warehouse.duckdb"))
     monkeypatch.setenv("EVALP_FIXTURES_ROOT", str(home / "fixtures"))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
-    monkeypatch.setenv("EVALP_README", str(home / "README.md"))  # absent: a demo skips it
     monkeypatch.delenv("EVALP_MLFLOW_URI", raising=False)
 
 

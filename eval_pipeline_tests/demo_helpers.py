@@ -45,15 +45,18 @@ def run_evalp(
     crash_at: str | None = None,
     kill_after_s: float | None = None,
     timeout_s: float = 600,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m eval_pipeline.cli <args>`; killed (SIGKILL) at a crash point or after a
-    delay when asked. A kill shows as returncode -9."""
+    """`python -m eval_pipeline.cli <args>` (in `cwd`, whose package it then imports);
+    killed (SIGKILL) at a crash point or after a delay when asked. A kill shows as
+    returncode -9."""
     run_env = dict(env)
     if crash_at is not None:
         run_env[CRASH_ENV] = crash_at
     process = subprocess.Popen(
         [sys.executable, "-m", "eval_pipeline.cli", *args],
         env=run_env,
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

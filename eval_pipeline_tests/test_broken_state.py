@@ -58,7 +58,6 @@ def env_at(home: Path) -> dict[str, str]:
         "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
         "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
         "DAGSTER_HOME": str(home / "dagster_home"),
-        "EVALP_README": str(home / "README.md"),
     }
 
 

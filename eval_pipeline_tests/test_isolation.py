@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from eval_pipeline import paths
-from eval_pipeline.paths import PROJECT_ROOT
 
 
 def test_an_isolated_state_points_every_written_location_into_its_home(
@@ -16,7 +15,6 @@ def test_an_isolated_state_points_every_written_location_into_its_home(
         "var": paths.var_dir(),
         "warehouse": paths.warehouse_path(),
         "fixtures": paths.fixtures_root(),
-        "readme": paths.readme_path(),
     }
     outside = {
         name: path
@@ -24,4 +22,3 @@ def test_an_isolated_state_points_every_written_location_into_its_home(
         if path != isolated_state and isolated_state not in path.parents
     }
     assert outside == {}, f"written outside the test's home: {outside}"
-    assert paths.readme_path() != PROJECT_ROOT / "README.md"

@@ -25,9 +25,11 @@ def _source(family: str, description: str) -> dg.SourceAsset:
 
 config_sources = [_source(family, about) for family, (about, _) in CONFIG_FAMILIES.items()]
 
+# Selected by key: a group selection leaves source assets out (the job then observed
+# nothing, and no edited config ever made an asset stale).
 observe_configs_job = dg.define_asset_job(
     OBSERVE_CONFIGS_JOB,
-    selection=dg.AssetSelection.groups(CONFIGS_GROUP),
+    selection=dg.AssetSelection.assets(*(source.key for source in config_sources)),
     description="Observe the config files' versions (the main job runs it first).",
     executor_def=dg.in_process_executor,
 )

@@ -54,6 +54,43 @@ def stale_or_missing(
 ) -> list[dg.AssetKey]:
     """The assets among `keys` (at `partition`, for partitioned ones) that must run."""
     graph = defs.resolve_asset_graph()
+    asked = [(key, partition if graph.get(key).is_partitioned else None) for key in keys]
+    return [key for key, _ in _stale_or_missing_at(defs, instance, asked)]
+
+
+def stale_upstream(
+    defs: dg.Definitions, instance: dg.DagsterInstance, key: dg.AssetKey
+) -> list[str]:
+    """`key` and every asset it is derived from (each materialized partition of a
+    partitioned one) that is stale: while any is, `key`'s numbers are not current, even
+    where Dagster finds `key` itself fresh (a stale input not yet re-run). One never
+    materialized is not counted: `key` did not read it (an experiment the sweep does not
+    run)."""
+    graph = defs.resolve_asset_graph()
+    lineage = dg.AssetSelection.assets(key).upstream().resolve(graph)
+    asked: list[tuple[dg.AssetKey, str | None]] = []
+    for upstream in sorted(lineage, key=lambda k: k.to_user_string()):
+        node = graph.get(upstream)
+        if not node.is_materializable:
+            continue
+        if node.is_partitioned:
+            done = sorted(instance.get_materialized_partitions(upstream))
+            asked.extend((upstream, partition) for partition in done)
+        else:
+            asked.append((upstream, None))
+    return [
+        key.to_user_string() + (f"[{partition}]" if partition else "")
+        for key, partition in _stale_or_missing_at(defs, instance, asked, (StaleStatus.STALE,))
+    ]
+
+
+def _stale_or_missing_at(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    asked: Sequence[tuple[dg.AssetKey, str | None]],
+    statuses: tuple[StaleStatus, ...] = (StaleStatus.STALE, StaleStatus.MISSING),
+) -> list[tuple[dg.AssetKey, str | None]]:
+    graph = defs.resolve_asset_graph()
     view = AssetGraphView(
         temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
         instance=instance,
@@ -61,10 +98,9 @@ def stale_or_missing(
     )
     resolver = CachingStaleStatusResolver(instance, graph, view)
     return [
-        key
-        for key in keys
-        if resolver.get_status(key, partition if graph.get(key).is_partitioned else None)
-        in (StaleStatus.STALE, StaleStatus.MISSING)
+        (key, partition)
+        for key, partition in asked
+        if resolver.get_status(key, partition) in statuses
     ]
 
 
