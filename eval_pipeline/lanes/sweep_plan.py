@@ -202,7 +202,10 @@ def plan_sweep(
     missing = {
         config.name: config.api_key_env
         for config in [*configs, judge_config]
-        if config.provider != SIMULATED and config.api_key_env and not env.get(config.api_key_env)
+        if config.provider != SIMULATED
+        and config.api_key_env
+        and not config.api_key_optional
+        and not env.get(config.api_key_env)
     }
     return SweepPlan(
         fixture_id=fixture_set.fixture_id,

@@ -28,7 +28,7 @@ NO_KEY_PLACEHOLDER = "no-key-configured"
 Api = Literal["anthropic_messages", "openai_chat", "openai_compatible"]
 
 
-NOT_IN_IDENTITY = {"context_window_tokens", "max_reply_bytes"}
+NOT_IN_IDENTITY = {"context_window_tokens", "max_reply_bytes", "api_key_optional"}
 """Model config fields that change no kept result, left out of a run's identity and an
 experiment's registered material, so nothing kept is redone or refused: a dry run's bound,
 and the reply size cap (a reply past it is an infrastructure error, ‡, which is never
@@ -80,6 +80,11 @@ class ModelConfig(FrozenRecord):
     api_key_env: str | None = Field(
         default=None, description="name of the environment variable holding the key"
     )
+    api_key_optional: bool = Field(
+        default=False,
+        description="an OpenAI-compatible server that may run without a key (a local one): "
+        "the key is sent when `api_key_env` is set in the environment, else a placeholder",
+    )
     seed_header: str | None = Field(
         default=None,
         description="header that carries the replicate seed (the simulated provider's "
@@ -126,6 +131,11 @@ class ModelConfig(FrozenRecord):
             raise ValueError(f"api {self.api} needs api_key_env (the variable's name)")
         if self.api_key_env and self.api_key_env.startswith(("sk-", "sk_")):
             raise ValueError("api_key_env names an environment variable; never put a key here")
+        if self.api_key_optional and (self.api != "openai_compatible" or not self.api_key_env):
+            raise ValueError(
+                "api_key_optional is for an openai_compatible server with an api_key_env "
+                "(the variable that holds its key when it checks one)"
+            )
         return self
 
     @property
@@ -154,6 +164,8 @@ class ModelConfig(FrozenRecord):
         if not self.api_key_env:
             return NO_KEY_PLACEHOLDER
         value = os.environ.get(self.api_key_env)
+        if not value and self.api_key_optional:
+            return NO_KEY_PLACEHOLDER
         if not value:
             raise MissingApiKeyError(
                 f"model {self.name}: environment variable {self.api_key_env} is not set"

@@ -154,3 +154,14 @@ def test_evalp_sweep_without_a_key_refuses_before_any_call(
     assert result.exit_code == 2
     assert "error: not started: set ANTHROPIC_API_KEY in the environment" in result.stderr
     assert not (tmp_path / "home").exists()
+
+
+def test_the_shipped_local_server_plans_with_a_bound_and_no_missing_key(
+    small_fixture_set: FixtureSet,
+) -> None:
+    """`local-llama` once could not be planned (no context window) and, given a key
+    variable, would be refused while its key is optional: a local server needs none."""
+    plan = _plan(small_fixture_set, ("local-llama",), [0], env={})
+    assert plan.missing_keys == {}
+    product = next(c for c in plan.calls if c.role == "product")
+    assert "context window 131,072 tokens" in product.bound

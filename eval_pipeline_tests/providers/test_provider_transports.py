@@ -24,8 +24,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from eval_pipeline.paths import models_dir
-from eval_pipeline.providers.config import ModelConfig, load_model_configs
+from eval_pipeline.paths import CONFIGS_DIR, models_dir
+from eval_pipeline.providers.config import (
+    NO_KEY_PLACEHOLDER,
+    NOT_IN_IDENTITY,
+    ModelConfig,
+    load_model_config,
+    load_model_configs,
+)
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.prices import load_price_book
@@ -328,3 +334,46 @@ def test_a_refusal_keeps_the_servers_own_message_in_its_detail_redacted(
     result = asyncio.run(run())
     assert result.status == "harness_error"
     assert result.final.failure_detail == "HTTP 400: No connected db. (key [REDACTED])"
+
+
+async def check_key(request: web.Request, body: bytes) -> web.StreamResponse:
+    """A server started with a key (vLLM's --api-key, a gateway): 401 for any other."""
+    if request.headers.get("Authorization") != "Bearer local-secret":
+        return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+    return web.json_response(OPENAI_REPLY)
+
+
+def test_the_shipped_local_config_sends_its_key_when_set_and_a_placeholder_when_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`local-llama.yaml` against a standard OpenAI-compatible server that checks a key
+    (it once had no key variable and sent the placeholder, which such a server refuses)."""
+    shipped = load_model_config(CONFIGS_DIR / "models" / "local-llama.yaml")
+    assert shipped.context_window_tokens is not None  # `evalp sweep --dry-run` can bound it
+
+    async def run() -> tuple[CallResult, CallResult, list[Seen]]:
+        async with recording_server(check_key) as server:
+            config = shipped.model_copy(
+                update={"base_url": f"{server.base_url}/v1", "retry": FAST_RETRY}
+            )
+            monkeypatch.setenv(str(shipped.api_key_env), "local-secret")
+            keyed = await one_call(tmp_path / "keyed", config)
+            monkeypatch.delenv(str(shipped.api_key_env))
+            unkeyed = await one_call(tmp_path / "unkeyed", config)
+            return keyed, unkeyed, server.seen
+
+    keyed, unkeyed, seen = asyncio.run(run())
+    assert keyed.status == "ok"
+    assert seen[0].headers["Authorization"] == "Bearer local-secret"
+    assert seen[-1].headers["Authorization"] == f"Bearer {NO_KEY_PLACEHOLDER}"
+    assert unkeyed.status != "ok"  # this server checks keys: refused, not a crash
+
+
+def test_an_optional_key_is_only_for_an_openai_compatible_server_with_a_key_variable() -> None:
+    base = {"name": "x", "provider": "p", "model": "m", "api_key_optional": True}
+    with pytest.raises(ValueError, match="api_key_optional"):
+        ModelConfig.model_validate({**base, "api": "openai_compatible"})
+    with pytest.raises(ValueError, match="api_key_optional"):
+        ModelConfig.model_validate({**base, "api": "openai_chat", "api_key_env": "K"})
+    config = ModelConfig.model_validate({**base, "api": "openai_compatible", "api_key_env": "K"})
+    assert "api_key_optional" not in config.model_dump(exclude=NOT_IN_IDENTITY)
