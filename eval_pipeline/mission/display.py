@@ -23,8 +23,8 @@ from eval_pipeline.mission.runner import ExperimentOutcome, JobOutcome
 
 class MissionBar:
     """A progress bar over the mission's steps on a terminal (the lanes draw their own
-    per-case bars under it); elsewhere (CI logs, pipes) one line per step with the time the
-    previous one took."""
+    per-case bars under it); elsewhere (CI logs, pipes) a line as each step starts and one
+    with its own time as it ends."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
@@ -58,11 +58,16 @@ class MissionBar:
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=self.done, description=description)
             return
-        previous = f"  (previous step {took:.1f} s)" if self.done else ""
+        if self.done:
+            self._finished(self.done, took)
         self.console.print(
-            f"[{self.done + 1}/{self.total}] {description}{previous}",
-            highlight=False,
-            soft_wrap=True,
+            f"[{self.done + 1}/{self.total}] {description}", highlight=False, soft_wrap=True
+        )
+
+    def _finished(self, step: int, took: float) -> None:
+        """A step's own time, on a line of its own (not on the next step's line)."""
+        self.console.print(
+            f"[{step}/{self.total}] done in {took:.1f} s", highlight=False, soft_wrap=True
         )
 
     def close(self) -> None:
@@ -71,6 +76,8 @@ class MissionBar:
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=self.done + 1, description="done")
             self.progress.stop()
+        elif self.done >= 0:
+            self._finished(self.done + 1, time.monotonic() - self.step_started)
         elapsed = time.monotonic() - self.started
         self.console.print(
             f"mission: {self.done + 1} steps in {elapsed:.0f} s", highlight=False, soft_wrap=True

@@ -10,6 +10,7 @@ reached is a `TrackingError` naming the URI, raised before anything is logged.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 TRACKING_URI_ENV = "EVALP_MLFLOW_URI"
+SCHEMA_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
+"""Loggers that report a new store's schema being created, at INFO."""
 KIND_TAG = "mlflow.experimentKind"
 RUNS_KIND = "custom_model_development"
 """Opens the experiment in the UI's runs view (params, metrics, nested runs), not the
@@ -62,6 +65,11 @@ def open_client(store: TrackingStore) -> MlflowClient:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
+
+    # Creating a new store's schema logs two INFO lines into the middle of the progress
+    # output; its warnings and errors still show.
+    for name in SCHEMA_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     if store.embedded:
         database = Path(store.uri.removeprefix("sqlite:///"))
