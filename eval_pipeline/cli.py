@@ -299,17 +299,15 @@ def _echo_results(results: JobOutcome) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     is_flag=False,
     flag_value=str(paths.PROJECT_ROOT / "README.md"),
-    default=None,
+    required=True,
     help="The README whose results block gets the table (given alone: the project's).",
 )
-def publish(readme: Path | None) -> None:
+def publish(readme: Path) -> None:
     """Write the latest sweep report's results table into a README's results block, only
     while that report is current (refused, nothing written, when it is stale or missing).
     `evalp audit README.md` re-derives every number of it."""
     from eval_pipeline.mission.publish import publish_readme
 
-    if readme is None:
-        raise click.UsageError("say what to publish: --readme [PATH]")
     published = publish_readme(readme)
     click.echo(
         f"results table {'updated' if published.changed else 'unchanged'} in "

@@ -200,12 +200,11 @@ def plan_sweep(
     if "product" in lanes:
         calls.append(_judge_calls(judge, judge_config, len(configs), seeds, fixture_set, book, day))
     missing = {
-        config.name: config.api_key_env
+        config.name: variable
         for config in [*configs, judge_config]
         if config.provider != SIMULATED
-        and config.api_key_env
-        and not config.api_key_optional
-        and not env.get(config.api_key_env)
+        and (variable := config.required_key_env()) is not None
+        and not env.get(variable)
     }
     return SweepPlan(
         fixture_id=fixture_set.fixture_id,

@@ -46,6 +46,10 @@ def observe_configs(
         raise RuntimeError("observing the config files failed; see the run in the Dagster UI")
 
 
+MUST_RUN = (StaleStatus.STALE, StaleStatus.MISSING)
+"""What makes an asset run again."""
+
+
 def stale_or_missing(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -55,7 +59,7 @@ def stale_or_missing(
     """The assets among `keys` (at `partition`, for partitioned ones) that must run."""
     graph = defs.resolve_asset_graph()
     asked = [(key, partition if graph.get(key).is_partitioned else None) for key in keys]
-    return [key for key, _ in _stale_or_missing_at(defs, instance, asked)]
+    return [key for key, _ in _with_status(defs, instance, asked, MUST_RUN)]
 
 
 def stale_upstream(
@@ -80,16 +84,18 @@ def stale_upstream(
             asked.append((upstream, None))
     return [
         key.to_user_string() + (f"[{partition}]" if partition else "")
-        for key, partition in _stale_or_missing_at(defs, instance, asked, (StaleStatus.STALE,))
+        for key, partition in _with_status(defs, instance, asked, (StaleStatus.STALE,))
     ]
 
 
-def _stale_or_missing_at(
+def _with_status(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     asked: Sequence[tuple[dg.AssetKey, str | None]],
-    statuses: tuple[StaleStatus, ...] = (StaleStatus.STALE, StaleStatus.MISSING),
+    statuses: tuple[StaleStatus, ...],
 ) -> list[tuple[dg.AssetKey, str | None]]:
+    """The (asset, partition) pairs among `asked` whose stale status is one of `statuses`,
+    from one resolver (its cache shared across the pairs)."""
     graph = defs.resolve_asset_graph()
     view = AssetGraphView(
         temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),

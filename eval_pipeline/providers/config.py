@@ -159,12 +159,17 @@ class ModelConfig(FrozenRecord):
             raise ConfigError(f"model {self.name}: openai_compatible needs base_url")
         return self.base_url
 
+    def required_key_env(self) -> str | None:
+        """The environment variable that must hold a key for this config (None: none is
+        needed, the server runs without one)."""
+        return None if self.api_key_optional else self.api_key_env
+
     def resolve_api_key(self) -> str:
         """The key from the environment variable the config names; never from a file."""
         if not self.api_key_env:
             return NO_KEY_PLACEHOLDER
         value = os.environ.get(self.api_key_env)
-        if not value and self.api_key_optional:
+        if not value and self.required_key_env() is None:
             return NO_KEY_PLACEHOLDER
         if not value:
             raise MissingApiKeyError(

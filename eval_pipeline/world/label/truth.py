@@ -522,13 +522,15 @@ def subset_world(
     return part
 
 
-ARTIST_LEDGER_TABLES: tuple[str, ...] = (
-    "artist_ledger",
-    "account_ledger",
-    "contract_terms",
-    "track_period_royalties",
-)
-"""The ledgers kept per artist by :func:`artist_part`: what the calculator tool reads."""
+_ARTIST_LEDGER_KEYS = {
+    "artist_ledger": "artist_id",
+    "account_ledger": "artist_id",
+    "contract_terms": "contract_id",
+    "track_period_royalties": "contract_id",
+}
+"""Each ledger the calculator tool reads, by the column that says whose rows they are."""
+ARTIST_LEDGER_TABLES: tuple[str, ...] = tuple(_ARTIST_LEDGER_KEYS)
+"""The ledgers kept per artist by :func:`artist_part`."""
 
 
 def artist_part(
@@ -537,14 +539,11 @@ def artist_part(
     """One artist's rows of :data:`ARTIST_LEDGER_TABLES` from ledgers of a whole world:
     the same rows as those ledgers computed on :func:`subset_world` for the artist."""
     own = contracts.filter(pl.col("artist_id") == artist_id)["contract_id"].implode()
-    by_artist = pl.col("artist_id") == artist_id
-    by_contract = pl.col("contract_id").is_in(own)
-    return {
-        "artist_ledger": ledgers["artist_ledger"].filter(by_artist),
-        "account_ledger": ledgers["account_ledger"].filter(by_artist),
-        "contract_terms": ledgers["contract_terms"].filter(by_contract),
-        "track_period_royalties": ledgers["track_period_royalties"].filter(by_contract),
+    whose = {
+        "artist_id": pl.col("artist_id") == artist_id,
+        "contract_id": pl.col("contract_id").is_in(own),
     }
+    return {name: ledgers[name].filter(whose[key]) for name, key in _ARTIST_LEDGER_KEYS.items()}
 
 
 def _canary(world: Mapping[str, pl.DataFrame], token: str) -> pl.DataFrame:
