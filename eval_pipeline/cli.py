@@ -495,12 +495,6 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
             "--port",
             str(port),
         ],
-        "Dagster daemon (schedules, sensors, run queue)": [
-            str(bin_dir / "dagster-daemon"),
-            "run",
-            "-w",
-            workspace,
-        ],
         f"MLflow   http://127.0.0.1:{mlflow_port}": [
             str(bin_dir / "mlflow"),
             "ui",
@@ -520,6 +514,18 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
     def default_sigint() -> None:  # the servers map SIGTERM to SIGINT: it must not be ignored
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
+    from contextlib import ExitStack
+
+    from eval_pipeline.mission.queue import running_daemon
+
+    stack = ExitStack()
+    daemon = stack.enter_context(running_daemon()).process
+    if daemon is None:
+        stack.close()
+        raise click.ClickException(
+            f"a Dagster daemon already serves this instance ({home}): an `evalp demo` or "
+            "`evalp sweep` running its lanes, or another `evalp ui`; start the UI once it ends"
+        )
     children = [
         subprocess.Popen(command, env=env, preexec_fn=default_sigint)
         for command in commands.values()
@@ -527,6 +533,11 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
     click.echo(f"DAGSTER_HOME={home}; MLflow store {store.uri}")
     for address in commands:
         click.echo(f"  {address}")
+    click.echo(
+        "  Dagster daemon (schedules, sensors, run queue): log in "
+        f"{paths.var_dir() / 'logs' / 'dagster-daemon.log'}"
+    )
+    children.append(daemon)
 
     def stop(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
@@ -543,6 +554,7 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
                 child.terminate()
         for child in children:
             child.wait(timeout=30)
+        stack.close()
     ended = [c.returncode for c in children]
     click.echo(f"servers stopped (exit codes {ended})")
 

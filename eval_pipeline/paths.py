@@ -81,28 +81,52 @@ def dagster_home() -> Path:
     return Path(override).resolve() if override else var_dir() / "dagster_home"
 
 
-DAGSTER_YAML = """\
-telemetry:
-  enabled: false
-# Every concurrency pool holds one step at a time unless it is given its own limit: the
-# `warehouse` pool is what keeps DuckDB's single writer safe across runs. The demo gives
-# `model_calls` (lane steps calling models) a limit of its own.
-concurrency:
-  pools:
-    default_limit: 1
-"""
+def dagster_yaml() -> str:
+    """The local instance's dagster.yaml: SQLite storage in its folder (Dagster's default),
+    telemetry off, and the same run queue as deploy/dagster.yaml: runs from the UI, the
+    schedule, the sensors and `evalp` wait in Dagster's queue, and the daemon starts them
+    within the per-provider limits (`providers.run_limits`)."""
+    import yaml
+
+    from eval_pipeline.providers.run_limits import RUNS_AT_ONCE, run_queue_limits
+
+    config = {
+        "telemetry": {"enabled": False},
+        "run_coordinator": {
+            "module": "dagster._core.run_coordinator",
+            "class": "QueuedRunCoordinator",
+            "config": {"dequeue_interval_seconds": 1},
+        },
+        "concurrency": {
+            "runs": {
+                "max_concurrent_runs": RUNS_AT_ONCE,
+                "tag_concurrency_limits": run_queue_limits(),
+            },
+            # Every pool holds one step at a time unless given a limit of its own: the
+            # `warehouse` pool keeps DuckDB's single writer safe across runs.
+            "pools": {"default_limit": 1, "granularity": "op"},
+        },
+        # A run whose worker never started is marked failed, and the pool slots of a run
+        # that ended are freed (a worker that died mid-run is found by `evalp`, which
+        # checks the worker's process on this machine).
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": 180,
+            "poll_interval_seconds": 10,
+            "free_slots_after_run_end_seconds": 10,
+        },
+    }
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def prepared_dagster_home() -> Path:
-    """The Dagster home, created with a dagster.yaml that keeps the local defaults (SQLite
-    storage in this folder), turns telemetry off and serializes each pool by default, if it
-    has none yet."""
+    """The Dagster home, created with `dagster_yaml()` if it has no dagster.yaml yet."""
     home = dagster_home()
     config = home / "dagster.yaml"
     try:
         home.mkdir(parents=True, exist_ok=True)
         if not config.exists():
-            config.write_text(DAGSTER_YAML, encoding="utf-8")
+            config.write_text(dagster_yaml(), encoding="utf-8")
     except OSError as error:  # a read-only or full var/: named, not a traceback
         raise state_os_error(error, error.filename or home) from error
     return home

@@ -130,9 +130,14 @@ def test_evalp_demo_killed_at_ten_points(isolated_state: Path) -> None:
     codes = []
     for point, delay in DEMO_POINTS:
         done = run_evalp(["demo"], env, crash_at=point, kill_after_s=delay)
-        assert done.returncode in (0, -9), done.stderr
+        # -9: the demo's own process was killed (its main job runs in it); 1: the point was
+        # reached first in a lane run's worker process, which was killed, and the demo
+        # named the run that failed.
+        assert done.returncode in (0, 1, -9), done.stderr
+        if done.returncode == 1:
+            assert "its worker process ended before the run did" in done.stderr, done.stderr
         codes.append(done.returncode)
-    assert codes[:8] == [-9] * 8, codes
+    assert set(codes[:8]) <= {-9, 1} and codes[:4] == [-9] * 4, codes
 
     restart_began = time.time()
     restarted = run_evalp(["demo"], env)  # one restart

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from eval_pipeline.providers.run_limits import PROVIDER_TAG as PROVIDER_TAG
+
 WORLD_GROUP = "world"
 WORLD_ASSET = "world"
 ANSWER_KEY_ASSET = "answer_key"
@@ -14,8 +16,6 @@ PLANTED_LABELS_RECOVERED = "planted_labels_recovered"
 
 WAREHOUSE_POOL = "warehouse"
 """Every asset that writes (or reads the file of) the DuckDB warehouse: DuckDB has one writer."""
-MODEL_CALLS_POOL = "model_calls"
-"""Lane steps making model calls, across runs (per-provider limits: run tags, see docs)."""
 
 LANES_GROUP = "lanes"
 AGENT_WORLD_ASSET = "agent_world"
@@ -29,7 +29,6 @@ MODEL_CONFIGS_SENSOR = "model_configs"
 NIGHTLY_SCHEDULE = "nightly_sweep"
 CHAIN_SENSOR = "evaluation_chain"
 """The sensor evaluating the assets' automation conditions (eval_pipeline.defs.automation)."""
-PROVIDER_TAG = "evalp/provider"
 
 MODEL_LANE_SCORES_ASSET = "model_lane_scores"
 PRODUCT_LANE_SCORES_ASSET = "product_lane_scores"

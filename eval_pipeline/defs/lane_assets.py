@@ -12,7 +12,6 @@ from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     FIXTURES_ASSET,
     LANES_GROUP,
-    MODEL_CALLS_POOL,
     MODEL_CONFIGS_SOURCE,
     MODEL_LANE_RECORDS_ASSET,
     MODEL_LANE_RUNS_ASSET,
@@ -182,7 +181,6 @@ def agent_world_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # 
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
     deps=[FIXTURES_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
-    pool=MODEL_CALLS_POOL,
     code_version=LANE_CODE_VERSION,
 )
 def model_lane_runs_asset(
@@ -197,7 +195,6 @@ def model_lane_runs_asset(
     group_name=LANES_GROUP,
     partitions_def=lane_partitions,
     deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
-    pool=MODEL_CALLS_POOL,
     code_version=LANE_CODE_VERSION,
 )
 def product_lane_runs_asset(

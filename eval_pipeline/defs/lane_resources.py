@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
@@ -22,6 +23,25 @@ if TYPE_CHECKING:
 
 # The SDKs, the call harness and the simulated provider are imported by the steps that call
 # models (in the methods below), not when the definitions load.
+
+
+SIM_LATENCY_ENV = "EVALP_SIM_LATENCY_MS"
+"""The simulated provider's delay before each reply, in ms (default 0): lanes at a real
+model's latency, for benchmarks (bench/sweep_scale.py). It changes no reply."""
+
+
+def sim_latency_ms() -> int:
+    """`EVALP_SIM_LATENCY_MS`, refused unless a whole number of ms from 0 to 600,000."""
+    from eval_pipeline.errors import ConfigError
+
+    text = os.environ.get(SIM_LATENCY_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdigit() or int(text) > 600_000:
+        raise ConfigError(
+            f"{SIM_LATENCY_ENV}={text!r}: need a whole number of milliseconds from 0 to 600000"
+        )
+    return int(text)
 
 
 class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]

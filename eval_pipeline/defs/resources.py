@@ -52,12 +52,16 @@ class ProjectSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 def default_resources() -> dict[str, object]:
-    from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
+    from eval_pipeline.defs.lane_resources import (
+        ModelCallSettings,
+        SimulatedProvider,
+        sim_latency_ms,
+    )
     from eval_pipeline.defs.tracking_assets import MlflowTracking
 
     return {
         "tracking": MlflowTracking(),
-        "sim": SimulatedProvider(),
+        "sim": SimulatedProvider(latency_ms=sim_latency_ms()),
         "calls": ModelCallSettings(),
         "warehouse": WarehouseResource(path=str(paths.warehouse_path())),
         "settings": ProjectSettings(

@@ -34,6 +34,9 @@ class MissionBar:
         self.done = -1
         self.started = time.monotonic()
         self.step_started = self.started
+        self.timed = False
+        """The current step ended on its own line already (`ended`): no "done in" for it."""
+        self.last_status = ""
 
     def begin(self, total: int) -> None:
         self.total = total
@@ -58,11 +61,28 @@ class MissionBar:
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=self.done, description=description)
             return
-        if self.done:
+        if self.done and not self.timed:
             self._finished(self.done, took)
+        self.timed = False
         self.console.print(
             f"[{self.done + 1}/{self.total}] {description}", highlight=False, soft_wrap=True
         )
+
+    def ended(self, description: str) -> None:
+        """A step that ran beside others has ended (its own time is in `description`)."""
+        self.step(description)
+        self.timed = True
+
+    def status(self, text: str) -> None:
+        """What steps running beside each other are doing now (printed when it changes)."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=text)
+        elif text != self.last_status:
+            if self.done >= 0 and not self.timed:  # the step before these ended here
+                self._finished(self.done + 1, time.monotonic() - self.step_started)
+                self.timed = True
+            self.console.print(f"      {text}", highlight=False, soft_wrap=True)
+        self.last_status = text
 
     def _finished(self, step: int, took: float) -> None:
         """A step's own time, on a line of its own (not on the next step's line)."""
@@ -76,7 +96,7 @@ class MissionBar:
         if self.progress is not None and self.task is not None:
             self.progress.update(self.task, completed=self.done + 1, description="done")
             self.progress.stop()
-        elif self.done >= 0:
+        elif self.done >= 0 and not self.timed:
             self._finished(self.done + 1, time.monotonic() - self.step_started)
         elapsed = time.monotonic() - self.started
         self.console.print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,6 @@ from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.defs.keys import (
     LANES_JOB,
     MAIN_JOB,
-    MODEL_CALLS_POOL,
     MODELS_PARTITIONS,
     RESULTS_JOB,
 )
@@ -116,12 +116,24 @@ class MissionProgress(Protocol):
 
     def step(self, description: str) -> None: ...
 
+    def ended(self, description: str) -> None:
+        """A step that ran beside others ended (counted as one step)."""
+
+    def status(self, text: str) -> None:
+        """What the steps running beside each other are doing now."""
+
 
 class NoProgress:
     def begin(self, total: int) -> None:
         pass
 
     def step(self, description: str) -> None:
+        pass
+
+    def ended(self, description: str) -> None:
+        pass
+
+    def status(self, text: str) -> None:
         pass
 
 
@@ -181,15 +193,20 @@ def step_failure_cause(step: str, error: SerializableErrorInfo) -> StepFailure:
 
 
 def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
-    """Mark failed the in-process runs left in progress by a killed demo; free their slots.
+    """Mark failed the runs left in progress by a killed demo; free their slots.
 
-    Only runs executed in process (no code-location origin: what `evalp demo` starts) are
-    touched; runs launched from the UI or a daemon are left to Dagster's run monitoring.
+    Runs executed in process (no code-location origin) died with the demo. A run a daemon
+    launched is failed only once its worker process is gone from this machine (a worker
+    that outlived the demo finishes its run); one still queued waits for the next daemon.
     Call only while holding the demo lock.
     """
+    from eval_pipeline.mission.queue import fail_if_worker_died
+
     failed: list[str] = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS)):
         if run.remote_job_origin is not None:
+            if fail_if_worker_died(instance, run):
+                failed.append(run.run_id)
             continue
         instance.report_run_failed(run, message=ORPHAN_MESSAGE)
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
@@ -231,7 +248,9 @@ def run_sweep(
         shown.begin(1 + len(models) * len(seeds))
         with dg.DagsterInstance.get() as instance:
             recovery = recover_after_crash(instance)
-            lanes = run_sweep_partitions(instance, defs.resolve_job_def(LANES_JOB), sweep, shown)
+            lanes = run_sweep_partitions(
+                instance, defs.resolve_job_def(LANES_JOB), sweep, shown, launched_by="evalp sweep"
+            )
             outcome = MainJobOutcome(
                 run_id=lanes[-1].run_id if lanes else "",
                 success=all(lane.success for lane in lanes),
@@ -441,8 +460,6 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
 
 # Dagster's console log would print each failure's whole stack; the demo prints the cause,
 # and the full log stays in the instance (UI).
-MODEL_CALLS_SLOTS = 4
-"""Lane steps calling models at once across runs (each bounds its calls per provider)."""
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -452,37 +469,130 @@ def run_sweep_partitions(
     sweep: SweepConfig | None = None,
     progress: MissionProgress | None = None,
     defs: dg.Definitions | None = None,
+    launched_by: str = "evalp demo",
 ) -> tuple[JobOutcome, ...]:
-    """Every (model, seed) partition of the sweep through the lanes job, one run each, after
-    registering the sweep's models as partitions; given the definitions, a partition with
-    nothing stale or missing is skipped."""
+    """Every (model, seed) partition of the sweep through the lanes job: the ones to run go
+    to Dagster's run queue at once (one run each, tagged with its provider) and run in
+    parallel within the queue's limits; given the definitions, a partition with nothing
+    stale or missing is not submitted and its stored results stand."""
+    from eval_pipeline.mission.queue import running_daemon, submit_partitions, wait_for
+    from eval_pipeline.providers.config import scan_model_configs
+
     sweep = sweep or load_sweep_config()
     shown = progress or NoProgress()
-    if instance.event_log_storage.get_concurrency_info(MODEL_CALLS_POOL).slot_count <= 1:
-        instance.event_log_storage.set_concurrency_slots(MODEL_CALLS_POOL, MODEL_CALLS_SLOTS)
     known = set(instance.get_dynamic_partitions(MODELS_PARTITIONS))
     missing = [model for model in sweep.models if model not in known]
     if missing:
         instance.add_dynamic_partitions(MODELS_PARTITIONS, missing)
-    outcomes = []
-    for model in sweep.models:
-        for seed in sweep.seeds:
-            key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
-            # A partition left with cases never heard (‡) is run again even when Dagster
-            # finds it fresh: that run re-runs just those cases (healing).
-            unheard = defs is not None and _left_unheard(instance, lanes_job, str(key))
-            outcomes.append(
-                run_job(
-                    instance,
-                    lanes_job,
-                    "evalp demo",
-                    None if unheard else defs,
-                    str(key),
-                    shown,
-                    f"lanes: {model} seed {seed}",
+    providers = {name: config.provider for name, config in scan_model_configs().configs.items()}
+    order = [
+        str(dg.MultiPartitionKey({"model": model, "seed": str(seed)}))
+        for model in sweep.models
+        for seed in sweep.seeds
+    ]
+    outcomes: dict[str, JobOutcome] = {}
+    to_run: dict[str, list[str]] = {}
+    for key in order:
+        # A partition left with cases never heard (‡) is run again even when Dagster finds
+        # it fresh: that run re-runs just those cases (healing).
+        if defs is not None and not _left_unheard(instance, lanes_job, key):
+            selected = lanes_job.asset_layer.selected_asset_keys
+            if not _must_run(defs, instance, selected, key):
+                shown.step(f"{_lane_step(key)} (up to date, not run)")
+                outcomes[key] = _stored_outcome(instance, lanes_job, key)
+                continue
+        model = key.split("|", 1)[0]
+        to_run.setdefault(providers.get(model, "unknown"), []).append(key)
+    if to_run:
+
+        def finished(record: dg.RunRecord) -> None:
+            outcome = launched_outcome(instance, record)
+            outcomes[str(outcome.partition)] = outcome
+            seconds = (record.end_time or time.time()) - (record.start_time or time.time())
+            state = "done" if outcome.success else "FAILED"
+            shown.ended(
+                f"{_lane_step(str(outcome.partition))}: {state} in {seconds:.1f} s "
+                f"(Dagster run {record.dagster_run.run_id[:8]})"
+            )
+
+        with running_daemon() as daemon:
+            submitted = submit_partitions(lanes_job.name, to_run, {DEMO_TAG: launched_by})
+            wait_for(instance, submitted, finished, daemon, shown.status)
+    return tuple(outcomes[key] for key in order)
+
+
+def _lane_step(partition: str) -> str:
+    model, _, seed = partition.partition("|")
+    return f"lanes: {model} seed {seed}"
+
+
+def _must_run(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    selected: Iterable[dg.AssetKey],
+    partition: str,
+) -> bool:
+    """Whether any of `selected` at `partition` is stale, missing, or missing from the
+    warehouse or the tracking store."""
+    keys = list(selected)
+    return bool(
+        up_to_date.stale_or_missing(defs, instance, keys, partition)
+        or up_to_date.missing_from_warehouse(
+            defs, instance, keys, partition, created_at(paths.warehouse_path())
+        )
+        or up_to_date.missing_from_tracking(instance, keys, partition, tracking_has_run())
+    )
+
+
+def launched_outcome(instance: dg.DagsterInstance, record: dg.RunRecord) -> JobOutcome:
+    """A finished run the daemon ran: what it materialized, its checks, its failures."""
+    run = record.dagster_run
+    materializations: dict[str, dict[str, object]] = {}
+    checks: dict[str, bool] = {}
+    failures: list[StepFailure] = []
+    for entry in instance.all_logs(
+        run.run_id,
+        of_type={
+            dg.DagsterEventType.ASSET_MATERIALIZATION,
+            dg.DagsterEventType.ASSET_CHECK_EVALUATION,
+            dg.DagsterEventType.STEP_FAILURE,
+            dg.DagsterEventType.RUN_FAILURE,
+        },
+    ):
+        event = entry.dagster_event
+        if event is None:
+            continue
+        if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
+            materialization = event.step_materialization_data.materialization
+            materializations[materialization.asset_key.to_user_string()] = {
+                key: value.value for key, value in materialization.metadata.items()
+            }
+        elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.asset_check_evaluation_data
+            checks[evaluation.check_name] = evaluation.passed
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            if event.step_failure_data.error is not None:
+                failures.append(
+                    step_failure_cause(event.step_key or "?", event.step_failure_data.error)
+                )
+        elif not failures:  # a run that failed with no step failing: its worker died
+            failures.append(
+                StepFailure(
+                    step="run",
+                    message="its worker process ended before the run did (killed, or out of "
+                    f"memory); a new run re-runs only what did not land. Dagster: "
+                    f"{event.message or entry.user_message}",
+                    ours=False,
                 )
             )
-    return tuple(outcomes)
+    return JobOutcome(
+        run_id=run.run_id,
+        success=run.status == dg.DagsterRunStatus.SUCCESS,
+        materializations=materializations,
+        checks=checks,
+        failures=tuple(failures),
+        partition=run.tags.get("dagster/partition"),
+    )
 
 
 def _left_unheard(

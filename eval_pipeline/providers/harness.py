@@ -87,6 +87,7 @@ from eval_pipeline.providers.labels import (
 )
 from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
 from eval_pipeline.providers.redact import Redactor, record_texts, redact_record
+from eval_pipeline.providers.run_limits import calls_in_flight_per_run
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
     Transport,
@@ -965,10 +966,13 @@ class CallSession:
         return client
 
     def slot(self, config: ModelConfig) -> ProviderSlots:
-        """The provider's limit on calls in flight (shared by configs of one provider)."""
+        """This run's share of the provider's limit on calls in flight (shared by configs
+        of one provider; the run queue bounds the runs sharing it: `run_limits`)."""
         slots = self._slots.get(config.provider)
         if slots is None:
-            limit = self.provider_limits.get(config.provider, config.max_in_flight)
+            limit = self.provider_limits.get(
+                config.provider, calls_in_flight_per_run(config.provider, config.max_in_flight)
+            )
             slots = ProviderSlots(limit)
             self._slots[config.provider] = slots
         return slots

@@ -21,7 +21,6 @@ from eval_pipeline.defs.keys import (
     CHAIN_SENSOR,
     LANES_JOB,
     MAIN_JOB,
-    MODEL_CALLS_POOL,
     MODELS_PARTITIONS,
     NIGHTLY_SCHEDULE,
     SHIP_GATE_ASSET,
@@ -163,7 +162,6 @@ def test_a_nightly_tick_with_automations_on_ends_in_scores_gate_tracking_and_rep
         # Every model's partitions exist already, so the model-config sensor starts nothing:
         # whatever runs after this comes from the schedule's tick and the chain behind it.
         instance.add_dynamic_partitions(MODELS_PARTITIONS, sorted(scan_model_configs().configs))
-        instance.event_log_storage.set_concurrency_slots(MODEL_CALLS_POOL, 4)
         began = time.time()
         port = free_port()
         ui = subprocess.Popen(

@@ -29,7 +29,6 @@ from dagster_postgres import (
 from eval_pipeline import paths
 from eval_pipeline.defs.keys import (
     FIXTURES_ASSET,
-    MODEL_CALLS_POOL,
     PROVIDER_TAG,
     WAREHOUSE_POOL,
 )
@@ -126,12 +125,12 @@ def test_the_deploy_config_keeps_secrets_out_and_limits_providers_and_the_wareho
         if limit.get("value") == {"applyLimitPerUniqueValue": True}
     }
     # every provider limited on its own; one run per partition at a time
-    assert per_value == {PROVIDER_TAG: 4, "dagster/partition": 1}
+    assert per_value == {PROVIDER_TAG: 8, "dagster/partition": 1}
     assert {
         limit["value"]: limit["limit"]
         for limit in limits
         if limit["key"] == PROVIDER_TAG and isinstance(limit.get("value"), str)
-    } == {"anthropic": 2, "openai": 2}
+    } == {"anthropic": 2, "openai": 2, "ollama-local": 1}
     assert config["concurrency"]["pools"]["default_limit"] == 1
     assert config["run_monitoring"]["enabled"] is True
 
@@ -153,8 +152,6 @@ def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_lock(
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
-        # What `dagster instance concurrency set model_calls 4` does (deploy/README.md).
-        instance.event_log_storage.set_concurrency_slots(MODEL_CALLS_POOL, len(RUNS))
         barrier = lane_home / "barrier"
         barrier.mkdir()
         workers = start_workers(lane_home, barrier)

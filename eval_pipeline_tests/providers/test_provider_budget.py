@@ -46,7 +46,10 @@ def request(n: int) -> ModelRequest:
 
 
 async def run_with(gate: BudgetGate, sim: SimHandle, tmp_path: Path) -> list[CallResult]:
-    async with new_session(tmp_path, run_id=type(gate).__name__, budget=gate) as session:
+    # All of them in flight at once in this one session (not a run's share of the limit).
+    async with new_session(
+        tmp_path, run_id=type(gate).__name__, budget=gate, provider_limits={"simulated": CALLS}
+    ) as session:
         client = session.client(sim_config(sim, "tool-responder", max_in_flight=CALLS))
         return list(
             await asyncio.gather(

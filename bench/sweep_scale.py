@@ -1,0 +1,236 @@
+"""A night's sweep at a real model's latency: lane partitions in parallel through Dagster's
+run queue, against the ideal for the configured concurrency and against the serial path.
+
+The simulated provider answers every request after a fixed delay (`EVALP_SIM_LATENCY_MS`,
+default 1 s here). One main job builds a small world and its fixtures; then, interleaved,
+each in a fresh copy of that state:
+
+- ours: `evalp sweep --models M --seeds S`, the command a user runs: its partitions go to
+  Dagster's run queue (one backfill per provider), the daemon starts them within the queue's
+  limits, each run keeps its share of the provider's `max_in_flight`; then the results job.
+- serial: the path before the run queue: the lanes job in process, one partition after
+  another, then the results job.
+
+The ideal for ours is every call's latency spread over the calls in flight across all runs
+(runs at once × each run's calls in flight), plus the serial floor (the case with the most
+turns, each a call, one after the other). Goals: ours <= 1.5 x the ideal, serial >= 4 x ours,
+and the projection of 20 models x 10 seeds at 5 s a call, with the shipped hosted-model
+configs' limits, <= 8 hours. Exits 1 on a missed goal; the last line is a summary.
+
+    uv run python bench/sweep_scale.py [--models a,b,c,d] [--seeds 0,1] [--latency-ms 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+IDEAL_GOAL = 1.5
+SERIAL_GOAL = 4.0
+PROJECTION_GOAL_H = 8.0
+PROJECTED_MODELS, PROJECTED_SEEDS, PROJECTED_LATENCY_S = 20, 10, 5.0
+HOSTED = ("claude-sonnet-4-5", "gpt-4.1")
+"""The shipped hosted-model configs; the projection splits the 20 models evenly over their
+providers."""
+SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
+MAIN_JOB = (
+    "import dagster as dg; from eval_pipeline.definitions import defs; "
+    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
+    "instance=dg.DagsterInstance.get(), raise_on_error=False); "
+    "raise SystemExit(0 if r.success else 1)"
+)
+SERIAL = """
+import sys, dagster as dg
+from eval_pipeline.definitions import defs
+from eval_pipeline.mission.runner import QUIET
+models, seeds = sys.argv[1].split(","), sys.argv[2].split(",")
+with dg.DagsterInstance.get() as instance:
+    instance.add_dynamic_partitions("models", [m for m in models
+        if m not in instance.get_dynamic_partitions("models")])
+    lanes = defs.resolve_job_def("lanes")
+    for model in models:
+        for seed in seeds:
+            key = str(dg.MultiPartitionKey({"model": model, "seed": seed}))
+            r = lanes.execute_in_process(instance=instance, partition_key=key,
+                                         run_config=QUIET, raise_on_error=False)
+            if not r.success:
+                raise SystemExit(f"lanes {key} failed")
+    r = defs.resolve_job_def("results").execute_in_process(instance=instance,
+                                                           run_config=QUIET, raise_on_error=False)
+    raise SystemExit(0 if r.success else 1)
+"""
+
+
+def environment(home: Path, latency_ms: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "EVALP_HOME": str(home),
+        "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
+        "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "EVALP_WORLD_CONFIG": str(home / "small-world.yaml"),
+        "EVALP_SIM_LATENCY_MS": str(latency_ms),
+    }
+
+
+def run(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:])
+        raise SystemExit(f"summary: {' '.join(command[:4])} failed (exit {done.returncode})")
+    return took
+
+
+def fresh_copy(base: Path, into: Path) -> Path:
+    """The prepared state (world, fixtures, Dagster instance after the main job) copied to a
+    new home: every measurement starts with no lane run done."""
+    shutil.copytree(base, into, symlinks=True)
+    return into
+
+
+def calls_and_floor(home: Path) -> tuple[int, int]:
+    """The lane calls sent to the simulated provider (each took the latency once), and the
+    most calls one case made in one lane (its turns, one after another)."""
+    import duckdb
+
+    calls = sum(
+        len(log.read_text(encoding="utf-8").splitlines())
+        for log in (home / "runs").glob("*-lane-*/sim-requests.jsonl")
+    )
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as conn:
+        row = conn.execute(
+            "select max(n) from (select count(*) as n from runs.call_envelopes "
+            "where lane in ('model', 'product') group by run_id, case_id)"
+        ).fetchone()
+    return calls, int(row[0] or 0) if row else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--models", default="sim-strong,sim-small,sim-hesitant,sim-strong-anthropic"
+    )
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--latency-ms", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    models, seeds = args.models.split(","), args.seeds.split(",")
+    partitions = len(models) * len(seeds)
+    latency_s = args.latency_ms / 1000
+
+    root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    base = root / "base"
+    base.mkdir()
+    (base / "small-world.yaml").write_text(SMALL_WORLD)
+    python = sys.executable
+    run([python, "-c", MAIN_JOB], environment(base, 0))
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from eval_pipeline.lanes.runner import LaneSettings
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.run_limits import calls_in_flight_per_run, runs_at_once
+
+    configs = scan_model_configs().configs
+    case_concurrency = LaneSettings.model_fields["concurrency"].default
+
+    def in_flight_per_run(name: str) -> int:
+        config = configs[name]
+        return min(calls_in_flight_per_run(config.provider, config.max_in_flight), case_concurrency)
+
+    providers = {configs[m].provider for m in models}
+    # Calls in flight across every run at once: per provider, its runs at once (no more than
+    # its partitions) times each run's share.
+    in_flight = sum(
+        min(runs_at_once(p), sum(len(seeds) for m in models if configs[m].provider == p))
+        * min(in_flight_per_run(m) for m in models if configs[m].provider == p)
+        for p in providers
+    )
+
+    ours: list[float] = []
+    serial: list[float] = []
+    ideals: list[float] = []
+    calls_per_partition: list[float] = []
+    evalp = [
+        python,
+        "-m",
+        "eval_pipeline.cli",
+        "sweep",
+        "--models",
+        args.models,
+        "--seeds",
+        args.seeds,
+    ]
+    for round_ in range(args.rounds):
+        home = fresh_copy(base, root / f"ours-{round_}")
+        ours.append(run(evalp, environment(home, args.latency_ms)))
+        calls, floor = calls_and_floor(home)
+        ideals.append(calls * latency_s / in_flight + floor * latency_s)
+        calls_per_partition.append(calls / partitions)
+        print(
+            f"round {round_}: ours {ours[-1]:.1f} s for {partitions} partitions, {calls} calls "
+            f"({in_flight} in flight across the runs; serial floor {floor} turns); ideal "
+            f"{ideals[-1]:.1f} s",
+            flush=True,
+        )
+        home = fresh_copy(base, root / f"serial-{round_}")
+        serial.append(
+            run([python, "-c", SERIAL, args.models, args.seeds], environment(home, args.latency_ms))
+        )
+        print(f"round {round_}: serial {serial[-1]:.1f} s", flush=True)
+
+    ours_s, serial_s, ideal_s = (statistics.median(v) for v in (ours, serial, ideals))
+    to_ideal = ours_s / ideal_s
+    speedup = serial_s / ours_s
+    # 20 models x 10 seeds at 5 s a call: the calls a partition made here, over the hosted
+    # providers' calls in flight (their runs at once times each run's share), at the
+    # efficiency measured here against the ideal.
+    hosted = [configs[name] for name in HOSTED]
+    hosted_in_flight = sum(
+        runs_at_once(c.provider)
+        * min(calls_in_flight_per_run(c.provider, c.max_in_flight), case_concurrency)
+        for c in hosted
+    )
+    projected_calls = PROJECTED_MODELS * PROJECTED_SEEDS * statistics.median(calls_per_partition)
+    projected_h = projected_calls * PROJECTED_LATENCY_S / hosted_in_flight * to_ideal / 3600
+    print(
+        f"ours {ours_s:.1f} s, ideal {ideal_s:.1f} s: {to_ideal:.2f} x the ideal "
+        f"(goal <= {IDEAL_GOAL})"
+    )
+    print(f"serial {serial_s:.1f} s: {speedup:.2f} x ours (goal >= {SERIAL_GOAL})")
+    print(
+        f"projected {PROJECTED_MODELS} models x {PROJECTED_SEEDS} seeds at "
+        f"{PROJECTED_LATENCY_S:g} s a call over {', '.join(c.name for c in hosted)} "
+        f"({hosted_in_flight} calls in flight): "
+        f"{projected_calls:,.0f} calls, {projected_h:.1f} h (goal <= {PROJECTION_GOAL_H:g} h)"
+    )
+    missed = [
+        name
+        for name, ok in (
+            ("ideal", to_ideal <= IDEAL_GOAL),
+            ("serial", speedup >= SERIAL_GOAL),
+            ("projection", projected_h <= PROJECTION_GOAL_H),
+        )
+        if not ok
+    ]
+    print(
+        f"summary: {partitions} partitions at {args.latency_ms} ms a call: {to_ideal:.2f} x ideal, "
+        f"{speedup:.2f} x faster than serial, projected {projected_h:.1f} h"
+        + (f"; MISSED: {', '.join(missed)}" if missed else "; all goals met")
+    )
+    print(json.dumps({"ours_s": ours, "serial_s": serial, "ideal_s": ideals}))
+    shutil.rmtree(root, ignore_errors=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
