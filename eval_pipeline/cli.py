@@ -656,6 +656,17 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
     if not names:
         fail("--models names no model config")
     seed_list = _seed_list(seeds)
+    from eval_pipeline.lanes.sweep import load_sweep_config
+
+    partitioned = load_sweep_config().seeds  # the lanes' seed partitions
+    unknown = [seed for seed in seed_list if seed not in partitioned]
+    if unknown:
+        raise click.BadParameter(
+            f"seed(s) {', '.join(map(str, unknown))} are not partitions of the lanes: the "
+            f"sweep config {paths.sweep_config()} declares seeds "
+            f"{', '.join(map(str, partitioned))}; add them there first",
+            param_hint="--seeds",
+        )
     judge = load_judge()
     scan = scan_model_configs()
     configs = scan.require([*names, judge.model])

@@ -107,7 +107,11 @@ def _lane_calls(
     attempts = config.retry.max_attempts
     simulated = config.provider == SIMULATED
     turns = 1 if lane == "model" else settings.guards.turn_limit
-    later_input = 0 if turns == 1 else _window(config, f"a {lane}-lane turn after the first")
+    # The simulated provider bills nothing real: its calls are counted, their cost is not
+    # bounded, so it needs no context window (its shipped configs set none).
+    later_input = (
+        0 if turns == 1 or simulated else _window(config, f"a {lane}-lane turn after the first")
+    )
     total = Decimal(0)
     for seed in seeds:
         for case in fixture_set.cases:
@@ -138,6 +142,8 @@ def _lane_calls(
         bound=(
             "request bytes + overhead"
             if turns == 1
+            else "simulated: calls counted, cost not bounded"
+            if simulated
             else f"turn 1: request bytes + overhead; turns 2-{turns}: context window "
             f"{later_input:,} tokens"
         ),

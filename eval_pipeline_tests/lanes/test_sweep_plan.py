@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eval_pipeline import world_stages
+from eval_pipeline import paths, world_stages
 from eval_pipeline.cli import main
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.frozen import FixtureSet
@@ -97,10 +97,30 @@ def test_the_worst_case_grows_with_seeds_in_proportion(small_fixture_set: Fixtur
 
 
 def test_a_product_lane_without_a_context_window_has_no_bound(
+    small_fixture_set: FixtureSet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(paths.CONFIGS_DIR / "models", models)
+    shipped = (models / "claude-sonnet-4-5.yaml").read_text()
+    assert "context_window_tokens: " in shipped
+    (models / "claude-sonnet-4-5.yaml").write_text(
+        "\n".join(line for line in shipped.splitlines() if "context_window_tokens" not in line)
+    )
+    monkeypatch.setenv("EVALP_MODELS_DIR", str(models))
+    with pytest.raises(ConfigError, match=r"claude-sonnet-4-5: context_window_tokens is not set"):
+        _plan(small_fixture_set, ("claude-sonnet-4-5",), [0], env={})
+
+
+def test_a_simulated_model_plans_without_a_context_window(
     small_fixture_set: FixtureSet,
 ) -> None:
-    with pytest.raises(ConfigError, match=r"sim-small: context_window_tokens is not set"):
-        _plan(small_fixture_set, ("sim-small",), [0], env={})
+    """`evalp sweep --models sim-strong` was refused (no context window) though a simulated
+    call costs nothing real: the bound is for money only."""
+    plan = _plan(small_fixture_set, ("sim-strong", "sim-small"), [0, 1], env={})
+    product = [c for c in plan.calls if c.role == "product"]
+    assert [c.model for c in product] == ["sim-strong", "sim-small"]
+    assert all(c.simulated and c.max_requests > c.cases for c in product)
+    assert plan.worst_case_usd >= 0
 
 
 def _warehouse_with(
