@@ -28,11 +28,19 @@ NO_KEY_PLACEHOLDER = "no-key-configured"
 Api = Literal["anthropic_messages", "openai_chat", "openai_compatible"]
 
 
-NOT_IN_IDENTITY = {"context_window_tokens", "max_reply_bytes", "api_key_optional"}
+NOT_IN_IDENTITY = {
+    "context_window_tokens",
+    "max_reply_bytes",
+    "api_key_optional",
+    "max_in_flight",
+    "connections_per_client",
+}
 """Model config fields that change no kept result, left out of a run's identity and an
 experiment's registered material, so nothing kept is redone or refused: a dry run's bound,
-and the reply size cap (a reply past it is an infrastructure error, ‡, which is never
-scored and is re-run by the next run, so no kept result depends on the cap)."""
+the reply size cap (a reply past it is an infrastructure error, ‡, which is never scored
+and is re-run by the next run, so no kept result depends on the cap), and how many calls
+are in flight over how many connections (how fast, not what: a reply depends on its
+request and seed; more 429s under a higher limit are retried, or end as ‡)."""
 
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024
 """4 MiB. The largest legitimate reply is its output limit times the bytes a token can

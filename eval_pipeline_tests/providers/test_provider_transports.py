@@ -377,3 +377,16 @@ def test_an_optional_key_is_only_for_an_openai_compatible_server_with_a_key_vari
         ModelConfig.model_validate({**base, "api": "openai_chat", "api_key_env": "K"})
     config = ModelConfig.model_validate({**base, "api": "openai_compatible", "api_key_env": "K"})
     assert "api_key_optional" not in config.model_dump(exclude=NOT_IN_IDENTITY)
+
+
+def test_how_many_calls_are_in_flight_is_not_part_of_a_runs_identity() -> None:
+    """Raising a provider's `max_in_flight` (the run queue's share) re-runs nothing kept."""
+    from eval_pipeline.lanes.runner import LaneSettings
+
+    base = {"name": "x", "provider": "p", "model": "m", "api": "openai_chat", "api_key_env": "K"}
+    slow = ModelConfig.model_validate({**base, "max_in_flight": 8, "connections_per_client": 2})
+    fast = ModelConfig.model_validate({**base, "max_in_flight": 128})
+    settings = LaneSettings(lane="product")
+    assert settings.identity(slow, "fx-1") == settings.identity(fast, "fx-1")
+    timeout = ModelConfig.model_validate({**base, "timeout_s": 5})
+    assert settings.identity(timeout, "fx-1") != settings.identity(fast, "fx-1")
