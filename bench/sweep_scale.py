@@ -42,7 +42,8 @@ HOSTED = ("claude-sonnet-4-5", "gpt-4.1")
 providers."""
 SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
 MAIN_JOB = (
-    "import dagster as dg; from eval_pipeline.definitions import defs; "
+    "import dagster as dg; from eval_pipeline import paths; paths.prepared_dagster_home(); "
+    "from eval_pipeline.definitions import defs; "
     "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
     "instance=dg.DagsterInstance.get(), raise_on_error=False); "
     "raise SystemExit(0 if r.success else 1)"
@@ -77,6 +78,7 @@ def environment(home: Path, latency_ms: int) -> dict[str, str]:
         "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
         "DAGSTER_HOME": str(home / "dagster_home"),
         "EVALP_WORLD_CONFIG": str(home / "small-world.yaml"),
+        "EVALP_SWEEP_CONFIG": str(home / "sweep.yaml"),
         "EVALP_SIM_LATENCY_MS": str(latency_ms),
     }
 
@@ -118,9 +120,10 @@ def calls_and_floor(home: Path) -> tuple[int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--models", default="sim-strong,sim-small,sim-hesitant,sim-strong-anthropic"
+        "--models",
+        default="sim-strong,sim-small,sim-hesitant,sim-strong-anthropic,sim-small-anthropic",
     )
-    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--seeds", default="0,1,2,3")
     parser.add_argument("--latency-ms", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
@@ -132,6 +135,10 @@ def main() -> int:
     base = root / "base"
     base.mkdir()
     (base / "small-world.yaml").write_text(SMALL_WORLD)
+    # the lanes' seed partitions come from the sweep config
+    (base / "sweep.yaml").write_text(
+        f"name: bench\nmodels: [{', '.join(models)}]\nseeds: [{', '.join(seeds)}]\n"
+    )
     python = sys.executable
     run([python, "-c", MAIN_JOB], environment(base, 0))
 
