@@ -18,6 +18,7 @@ import duckdb
 
 from eval_pipeline import paths
 from eval_pipeline.crashpoints import CRASH_ENV
+from eval_pipeline.defs.keys import MAIN_JOB
 from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs, load_fixtures
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journals, read_envelopes
@@ -27,6 +28,16 @@ SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
 SMALL_SWEEP = "name: small\nmodels: [sim-strong, sim-small]\nseeds: [0]\n"
 """Two agents and no experiment: the committed experiments name the default world's
 fixture set, which a small world does not build."""
+
+
+MAIN_JOB_SCRIPT = (
+    "import dagster as dg; from eval_pipeline.definitions import defs; "
+    f"r = defs.resolve_job_def({MAIN_JOB!r}).execute_in_process("
+    "instance=dg.DagsterInstance.get(), raise_on_error=False); "
+    "raise SystemExit(0 if r.success else 1)"
+)
+"""`python -c` this: the main job in process on the instance in DAGSTER_HOME (world,
+answer key, fixtures, calibration), without the lanes a demo would go on to."""
 
 
 def small_world_env(home: Path) -> dict[str, str]:

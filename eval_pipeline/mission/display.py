@@ -73,15 +73,17 @@ class MissionBar:
         self.step(description)
         self.timed = True
 
-    def status(self, text: str) -> None:
-        """What steps running beside each other are doing now (printed when it changes)."""
+    def status(self, text: str, detail: str = "") -> None:
+        """What steps running beside each other are doing now: on a terminal as it changes,
+        elsewhere a line each time `text` changes (not for every change of `detail`)."""
+        shown = f"{text}; {detail}" if detail else text
         if self.progress is not None and self.task is not None:
-            self.progress.update(self.task, description=text)
+            self.progress.update(self.task, description=shown)
         elif text != self.last_status:
             if self.done >= 0 and not self.timed:  # the step before these ended here
                 self._finished(self.done + 1, time.monotonic() - self.step_started)
                 self.timed = True
-            self.console.print(f"      {text}", highlight=False, soft_wrap=True)
+            self.console.print(f"      {shown}", highlight=False, soft_wrap=True)
         self.last_status = text
 
     def _finished(self, step: int, took: float) -> None:

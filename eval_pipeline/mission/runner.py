@@ -119,8 +119,9 @@ class MissionProgress(Protocol):
     def ended(self, description: str) -> None:
         """A step that ran beside others ended (counted as one step)."""
 
-    def status(self, text: str) -> None:
-        """What the steps running beside each other are doing now."""
+    def status(self, text: str, detail: str = "") -> None:
+        """What the steps running beside each other are doing now (`detail` changes
+        often: progress within the same state)."""
 
 
 class NoProgress:
@@ -133,7 +134,7 @@ class NoProgress:
     def ended(self, description: str) -> None:
         pass
 
-    def status(self, text: str) -> None:
+    def status(self, text: str, detail: str = "") -> None:
         pass
 
 
@@ -515,10 +516,45 @@ def run_sweep_partitions(
                 f"(Dagster run {record.dagster_run.run_id[:8]})"
             )
 
+        recorded = CaseRunsRecorded([key for keys in to_run.values() for key in keys])
         with running_daemon() as daemon:
             submitted = submit_partitions(lanes_job.name, to_run, {DEMO_TAG: launched_by})
-            wait_for(instance, submitted, finished, daemon, shown.status)
+            wait_for(
+                instance,
+                submitted,
+                finished,
+                daemon,
+                lambda text: shown.status(text, f"{recorded.since_start()} case runs recorded"),
+            )
     return tuple(outcomes[key] for key in order)
+
+
+class CaseRunsRecorded:
+    """How many case runs the lanes of `partitions` have journaled since this was made: the
+    progress a user sees while the runs work in other processes (their journals, appended
+    one line per case run, are on this machine)."""
+
+    def __init__(self, partitions: Iterable[str]) -> None:
+        from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
+
+        self.journals = [
+            partition_dir(lane, model, int(seed), paths.lanes_dir()) / CASES_JOURNAL
+            for partition in partitions
+            for model, _, seed in [partition.partition("|")]
+            for lane in ("model", "product")
+        ]
+        self.before = {journal: self._lines(journal) for journal in self.journals}
+
+    @staticmethod
+    def _lines(journal: Path) -> int:
+        try:
+            with journal.open("rb") as lines:
+                return sum(1 for _ in lines)
+        except FileNotFoundError:
+            return 0
+
+    def since_start(self) -> int:
+        return sum(self._lines(j) - self.before[j] for j in self.journals)
 
 
 def _lane_step(partition: str) -> str:

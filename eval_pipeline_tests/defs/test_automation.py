@@ -20,7 +20,6 @@ import pytest
 from eval_pipeline.defs.keys import (
     CHAIN_SENSOR,
     LANES_JOB,
-    MAIN_JOB,
     MODELS_PARTITIONS,
     NIGHTLY_SCHEDULE,
     SHIP_GATE_ASSET,
@@ -31,7 +30,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline_tests.defs.webserver_checks import assert_the_webserver_shows_the_graph
-from eval_pipeline_tests.demo_helpers import small_world_env
+from eval_pipeline_tests.demo_helpers import MAIN_JOB_SCRIPT, small_world_env
 from eval_pipeline_tests.test_ui import free_port
 
 RESULTS = {SWEEP_SUMMARY_ASSET, SHIP_GATE_ASSET, SWEEP_TRACKING_ASSET, SWEEP_REPORT_ASSET}
@@ -148,14 +147,12 @@ def test_a_nightly_tick_with_automations_on_ends_in_scores_gate_tracking_and_rep
     a new MLflow sweep run and a new report; then its webserver shows all of it."""
     env = small_world_env(isolated_state)
     Path(env["EVALP_SWEEP_CONFIG"]).write_text(NIGHT_SWEEP)
-    main_job = (
-        "import dagster as dg; from eval_pipeline.definitions import defs; "
-        f"r = defs.resolve_job_def({MAIN_JOB!r}).execute_in_process("
-        "instance=dg.DagsterInstance.get(), raise_on_error=False); "
-        "raise SystemExit(0 if r.success else 1)"
-    )
     built = subprocess.run(
-        [sys.executable, "-c", main_job], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", MAIN_JOB_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert built.returncode == 0, built.stderr[-3000:]
     with dg.DagsterInstance.get() as instance:

@@ -30,7 +30,7 @@ from eval_pipeline.providers.run_limits import (
     calls_in_flight_per_run,
     runs_at_once,
 )
-from eval_pipeline_tests.demo_helpers import run_evalp, small_world_env
+from eval_pipeline_tests.demo_helpers import MAIN_JOB_SCRIPT, run_evalp, small_world_env
 
 STAND_IN = [sys.executable, "-c", "import time; time.sleep(120)"]
 """A process in the daemon's place: what is tested here is who starts one, not Dagster's."""
@@ -169,12 +169,6 @@ def test_a_run_whose_worker_is_alive_is_left_running(isolated_state: Path) -> No
         assert alive.execute_in_process(instance=instance).success
 
 
-MAIN_JOB = (
-    "import dagster as dg; from eval_pipeline.definitions import defs; "
-    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
-    "instance=dg.DagsterInstance.get(), raise_on_error=False); "
-    "raise SystemExit(0 if r.success else 1)"
-)
 SMALL_LIMIT = 16
 """The test's models' `max_in_flight`: below what four runs of 16 cases each would send."""
 
@@ -201,7 +195,11 @@ def test_a_sweeps_partitions_run_at_once_and_the_providers_limit_holds_across_th
     env["EVALP_SIM_LATENCY_MS"] = "20"  # calls long enough to overlap across runs
     Path(env["EVALP_SWEEP_CONFIG"]).write_text("name: two\nmodels: [sim-strong]\nseeds: [0, 1]\n")
     built = subprocess.run(
-        [sys.executable, "-c", MAIN_JOB], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", MAIN_JOB_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert built.returncode == 0, built.stderr[-3000:]
 
