@@ -10,21 +10,15 @@ from eval_pipeline.defs.experiment_assets import all_experiment_assets
 from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
-    model_lane_records_asset,
     model_lane_runs_asset,
-    product_lane_records_asset,
     product_lane_runs_asset,
 )
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule
+from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
 from eval_pipeline.defs.report_assets import sweep_report_asset
 from eval_pipeline.defs.resources import default_resources
-from eval_pipeline.defs.score_assets import (
-    model_lane_scores_asset,
-    product_lane_scores_asset,
-    ship_gate_asset,
-    sweep_summary_asset,
-)
+from eval_pipeline.defs.score_assets import ship_gate_asset, sweep_summary_asset
 from eval_pipeline.defs.tracking_assets import sweep_tracking_asset
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
@@ -43,10 +37,7 @@ defs = dg.Definitions(
         agent_world_asset,
         model_lane_runs_asset,
         product_lane_runs_asset,
-        model_lane_records_asset,
-        product_lane_records_asset,
-        model_lane_scores_asset,
-        product_lane_scores_asset,
+        lane_warehouse_asset,
         sweep_summary_asset,
         ship_gate_asset,
         sweep_tracking_asset,

@@ -7,17 +7,14 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline import paths
-from eval_pipeline.defs.automation import PER_PARTITION
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     FIXTURES_ASSET,
     LANES_GROUP,
     MODEL_CONFIGS_SOURCE,
-    MODEL_LANE_RECORDS_ASSET,
     MODEL_LANE_RUNS_ASSET,
     MODELS_PARTITIONS,
     PRICE_BOOK_SOURCE,
-    PRODUCT_LANE_RECORDS_ASSET,
     PRODUCT_LANE_RUNS_ASSET,
     WAREHOUSE_POOL,
     WORLD_ASSET,
@@ -208,9 +205,11 @@ def product_lane_runs_asset(
     return _run_lane(context, "product", guards, sim, calls)
 
 
-def _records(
+def lane_records(
     context: dg.AssetExecutionContext, lane: "Lane", warehouse: WarehouseResource
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
+) -> "dict[str, dg.RawMetadataValue]":
+    """The partition's case runs, trace events and call envelopes, loaded into the
+    warehouse (idempotently: the partition's own rows only); their counts."""
     from eval_pipeline.lanes.runner import partition_dir
     from eval_pipeline.lanes.store import load_partition_records
 
@@ -220,38 +219,4 @@ def _records(
         counts = load_partition_records([folder], paths.runs_dir(), conn)
     metadata: dict[str, dg.RawMetadataValue] = dict(counts.items())
     metadata["records"] = dg.MetadataValue.path(str(folder))
-    return dg.MaterializeResult(metadata=metadata)
-
-
-@dg.asset(
-    name=MODEL_LANE_RECORDS_ASSET,
-    group_name=LANES_GROUP,
-    partitions_def=lane_partitions,
-    deps=[MODEL_LANE_RUNS_ASSET],
-    pool=WAREHOUSE_POOL,
-    automation_condition=PER_PARTITION,
-    kinds={"duckdb"},
-    code_version=LANE_CODE_VERSION,
-)
-def model_lane_records_asset(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """The partition's case runs, trace events and call envelopes, in the warehouse."""
-    return _records(context, "model", warehouse)
-
-
-@dg.asset(
-    name=PRODUCT_LANE_RECORDS_ASSET,
-    group_name=LANES_GROUP,
-    partitions_def=lane_partitions,
-    deps=[PRODUCT_LANE_RUNS_ASSET],
-    pool=WAREHOUSE_POOL,
-    automation_condition=PER_PARTITION,
-    kinds={"duckdb"},
-    code_version=LANE_CODE_VERSION,
-)
-def product_lane_records_asset(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """The partition's case runs, trace events and call envelopes, in the warehouse."""
-    return _records(context, "product", warehouse)
+    return metadata

@@ -12,15 +12,11 @@ import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
-from eval_pipeline.defs.automation import AFTER_THE_LANES, PER_PARTITION
+from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.keys import (
     GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
-    JUDGE_CONFIG_SOURCE,
-    LANES_GROUP,
-    MODEL_LANE_RECORDS_ASSET,
     MODEL_LANE_SCORES_ASSET,
-    PRODUCT_LANE_RECORDS_ASSET,
     PRODUCT_LANE_SCORES_ASSET,
     RESULTS_GROUP,
     SHIP_GATE_ASSET,
@@ -28,7 +24,7 @@ from eval_pipeline.defs.keys import (
     SWEEP_SUMMARY_ASSET,
     WAREHOUSE_POOL,
 )
-from eval_pipeline.defs.lane_assets import lane_partitions, model_and_seed
+from eval_pipeline.defs.lane_assets import model_and_seed
 from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, model_session
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.scoring.gate import (
@@ -59,14 +55,16 @@ SCORES_LANE: "Mapping[str, Lane]" = {
 """The lane whose rows each scores asset writes (and a gate wired to it reads)."""
 
 
-def _grade(
+def lane_scores(
     context: dg.AssetExecutionContext,
     lane: "Lane",
     warehouse: WarehouseResource,
     settings: ProjectSettings,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
+) -> "dict[str, dg.RawMetadataValue]":
+    """The partition's cases in `lane` scored (the model lane: first action or direct
+    answer; the product lane: exact, trace checks, judged prose); its metadata."""
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
     from eval_pipeline.scoring.grading import (
@@ -93,7 +91,7 @@ def _grade(
         journal = paths.runs_dir() / judge_run / JOURNAL_NAME
         if journal.exists():
             load_journal(journal, conn)
-    return dg.MaterializeResult(metadata=_partition_metadata(graded, cases, judge.rubric_hash))
+    return _partition_metadata(graded, cases, judge.rubric_hash)
 
 
 def _partition_metadata(
@@ -120,48 +118,6 @@ def _partition_metadata(
         "fixture_id": scores[0].fixture_id if scores else "",
         "fixture_cases": len(cases),
     }
-
-
-@dg.asset(
-    name=MODEL_LANE_SCORES_ASSET,
-    group_name=LANES_GROUP,
-    partitions_def=lane_partitions,
-    deps=[MODEL_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
-    pool=WAREHOUSE_POOL,
-    automation_condition=PER_PARTITION,
-    kinds={"duckdb"},
-    code_version=SCORES_CODE_VERSION,
-)
-def model_lane_scores_asset(
-    context: dg.AssetExecutionContext,
-    warehouse: WarehouseResource,
-    settings: ProjectSettings,
-    sim: SimulatedProvider,
-    calls: ModelCallSettings,
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """The partition's model-lane cases scored (first action, or the direct answer)."""
-    return _grade(context, "model", warehouse, settings, sim, calls)
-
-
-@dg.asset(
-    name=PRODUCT_LANE_SCORES_ASSET,
-    group_name=LANES_GROUP,
-    partitions_def=lane_partitions,
-    deps=[PRODUCT_LANE_RECORDS_ASSET, JUDGE_CONFIG_SOURCE],
-    pool=WAREHOUSE_POOL,
-    automation_condition=PER_PARTITION,
-    kinds={"duckdb"},
-    code_version=SCORES_CODE_VERSION,
-)
-def product_lane_scores_asset(
-    context: dg.AssetExecutionContext,
-    warehouse: WarehouseResource,
-    settings: ProjectSettings,
-    sim: SimulatedProvider,
-    calls: ModelCallSettings,
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """The partition's product-lane cases scored: exact, trace checks, judged prose."""
-    return _grade(context, "product", warehouse, settings, sim, calls)
 
 
 @dg.asset(

@@ -10,13 +10,17 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from eval_pipeline.defs.keys import MODELS_PARTITIONS
+from eval_pipeline.defs.keys import (
+    MODEL_LANE_RECORDS_ASSET,
+    MODEL_LANE_RUNS_ASSET,
+    MODELS_PARTITIONS,
+)
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
-    model_lane_records_asset,
     model_lane_runs_asset,
 )
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
+from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.lanes.sweep import SweepConfig
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
@@ -94,9 +98,14 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
             upstream, instance=instance, resources=lane_resources(lane_home, faulty)
         ).success
         instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-flaky-heal"])
-        lane = [model_lane_runs_asset, model_lane_records_asset]
+        lane = [model_lane_runs_asset, lane_warehouse_asset]
+        steps = [MODEL_LANE_RUNS_ASSET, MODEL_LANE_RECORDS_ASSET]
         first = dg.materialize(
-            lane, instance=instance, resources=lane_resources(lane_home, faulty), partition_key=key
+            lane,
+            instance=instance,
+            resources=lane_resources(lane_home, faulty),
+            partition_key=key,
+            selection=steps,
         )
         meta = {
             e.asset_key.to_user_string(): e.materialization.metadata
@@ -109,6 +118,7 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
             instance=instance,
             resources=lane_resources(lane_home, NO_FAULTS),
             partition_key=key,
+            selection=steps,
         )
         healed = {
             e.asset_key.to_user_string(): e.materialization.metadata

@@ -18,18 +18,27 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.defs.keys import PROVIDER_TAG
+from eval_pipeline.defs.keys import (
+    MODEL_LANE_RECORDS_ASSET,
+    MODEL_LANE_RUNS_ASSET,
+    PRODUCT_LANE_RECORDS_ASSET,
+    PRODUCT_LANE_RUNS_ASSET,
+    PROVIDER_TAG,
+)
 from eval_pipeline.defs.lane_assets import (
-    model_lane_records_asset,
     model_lane_runs_asset,
-    product_lane_records_asset,
     product_lane_runs_asset,
 )
+from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline_tests.defs.conftest import lane_resources
 
 LANE_STEPS = {
-    "model": [model_lane_runs_asset, model_lane_records_asset],
-    "product": [product_lane_runs_asset, product_lane_records_asset],
+    "model": [model_lane_runs_asset, lane_warehouse_asset],
+    "product": [product_lane_runs_asset, lane_warehouse_asset],
+}
+SELECTED = {
+    "model": [MODEL_LANE_RUNS_ASSET, MODEL_LANE_RECORDS_ASSET],
+    "product": [PRODUCT_LANE_RUNS_ASSET, PRODUCT_LANE_RECORDS_ASSET],
 }
 BARRIER_TIMEOUT_S = 90.0
 
@@ -50,6 +59,7 @@ def main(argv: list[str]) -> int:
         wait_for_peers(Path(barrier), f"{lane}-{model}-{seed}", int(parties))
         result = dg.materialize(
             LANE_STEPS[lane],
+            selection=SELECTED[lane],
             instance=instance,
             resources=lane_resources(Path(home)),
             partition_key=key,
