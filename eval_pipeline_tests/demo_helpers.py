@@ -40,6 +40,18 @@ MAIN_JOB_SCRIPT = (
 answer key, fixtures, calibration), without the lanes a demo would go on to."""
 
 
+def build_main_job(env: dict[str, str]) -> None:
+    """The main job alone, in a process of its own with `env` (fails the test if it fails)."""
+    built = subprocess.run(
+        [sys.executable, "-c", MAIN_JOB_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+
+
 def small_world_env(home: Path) -> dict[str, str]:
     """The test's isolated state (see conftest) with a small world, for a fast demo."""
     config = home / "small-world.yaml"

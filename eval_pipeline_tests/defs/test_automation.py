@@ -30,7 +30,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline_tests.defs.webserver_checks import assert_the_webserver_shows_the_graph
-from eval_pipeline_tests.demo_helpers import MAIN_JOB_SCRIPT, small_world_env
+from eval_pipeline_tests.demo_helpers import build_main_job, small_world_env
 from eval_pipeline_tests.test_ui import free_port
 
 RESULTS = {SWEEP_SUMMARY_ASSET, SHIP_GATE_ASSET, SWEEP_TRACKING_ASSET, SWEEP_REPORT_ASSET}
@@ -147,14 +147,7 @@ def test_a_nightly_tick_with_automations_on_ends_in_scores_gate_tracking_and_rep
     a new MLflow sweep run and a new report; then its webserver shows all of it."""
     env = small_world_env(isolated_state)
     Path(env["EVALP_SWEEP_CONFIG"]).write_text(NIGHT_SWEEP)
-    built = subprocess.run(
-        [sys.executable, "-c", MAIN_JOB_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
+    build_main_job(env)
     with dg.DagsterInstance.get() as instance:
         # Every model's partitions exist already, so the model-config sensor starts nothing:
         # whatever runs after this comes from the schedule's tick and the chain behind it.

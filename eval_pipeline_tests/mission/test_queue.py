@@ -30,7 +30,7 @@ from eval_pipeline.providers.run_limits import (
     calls_in_flight_per_run,
     runs_at_once,
 )
-from eval_pipeline_tests.demo_helpers import MAIN_JOB_SCRIPT, run_evalp, small_world_env
+from eval_pipeline_tests.demo_helpers import build_main_job, run_evalp, small_world_env
 
 STAND_IN = [sys.executable, "-c", "import time; time.sleep(120)"]
 """A process in the daemon's place: what is tested here is who starts one, not Dagster's."""
@@ -194,14 +194,7 @@ def test_a_sweeps_partitions_run_at_once_and_the_providers_limit_holds_across_th
     env["EVALP_MODELS_DIR"] = str(models)
     env["EVALP_SIM_LATENCY_MS"] = "20"  # calls long enough to overlap across runs
     Path(env["EVALP_SWEEP_CONFIG"]).write_text("name: two\nmodels: [sim-strong]\nseeds: [0, 1]\n")
-    built = subprocess.run(
-        [sys.executable, "-c", MAIN_JOB_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
+    build_main_job(env)
 
     refused = run_evalp(["sweep", "--models", "sim-strong", "--seeds", "7"], env)
     assert refused.returncode == 2 and "seed(s) 7 are not partitions" in refused.stderr
