@@ -7,12 +7,8 @@ import dagster as dg
 from eval_pipeline.defs.automation import evaluation_chain_sensor
 from eval_pipeline.defs.config_sources import config_sources, observe_configs_job
 from eval_pipeline.defs.experiment_assets import all_experiment_assets
-from eval_pipeline.defs.jobs import lanes_job, main_job, results_job
-from eval_pipeline.defs.lane_assets import (
-    agent_world_asset,
-    model_lane_runs_asset,
-    product_lane_runs_asset,
-)
+from eval_pipeline.defs.jobs import lanes_job, main_job, regrade_job, results_job
+from eval_pipeline.defs.lane_assets import agent_world_asset, lane_runs_asset
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
@@ -35,8 +31,7 @@ defs = dg.Definitions(
         fixtures_asset,
         provider_calibration_asset,
         agent_world_asset,
-        model_lane_runs_asset,
-        product_lane_runs_asset,
+        lane_runs_asset,
         lane_warehouse_asset,
         sweep_summary_asset,
         ship_gate_asset,
@@ -45,7 +40,7 @@ defs = dg.Definitions(
         *all_experiment_assets(),
     ],
     asset_checks=[fixtures_match_world],
-    jobs=[main_job, lanes_job, results_job, observe_configs_job],
+    jobs=[main_job, lanes_job, regrade_job, results_job, observe_configs_job],
     sensors=[model_configs_sensor, evaluation_chain_sensor],
     schedules=[nightly_schedule],
     resources=default_resources(),

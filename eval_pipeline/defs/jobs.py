@@ -1,5 +1,6 @@
-"""Jobs: the main job (everything before the lanes), the lanes job (one model × seed), and
-the results job (summary and gate over every partition)."""
+"""Jobs: the main job (everything before the lanes), the lanes job (one model × seed), the
+regrade job (one partition's scores alone), and the results job (summary and gate over
+every partition)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from eval_pipeline.defs.keys import (
     LANES_GROUP,
     LANES_JOB,
     MAIN_JOB,
+    MODEL_LANE_SCORES_ASSET,
+    PRODUCT_LANE_SCORES_ASSET,
+    REGRADE_JOB,
     RESULTS_GROUP,
     RESULTS_JOB,
 )
@@ -33,6 +37,17 @@ lanes_job = dg.define_asset_job(
     LANES_JOB,
     selection=LANE_ASSETS,
     description="Both lanes for one model × seed partition: runs, warehouse records, scores.",
+    executor_def=dg.in_process_executor,
+)
+
+regrade_job = dg.define_asset_job(
+    REGRADE_JOB,
+    selection=dg.AssetSelection.assets(MODEL_LANE_SCORES_ASSET, PRODUCT_LANE_SCORES_ASSET),
+    description=(
+        "One partition's stored lane records scored again with the current scorers and judge "
+        "(`evalp regrade`): new materializations of the scores, which make what reads them "
+        "stale, without calling a lane's model."
+    ),
     executor_def=dg.in_process_executor,
 )
 

@@ -40,6 +40,8 @@ SWEEP_REPORT_ASSET = "sweep_report"
 EXPERIMENTS_GROUP = "experiments"
 GATE_READS_PRODUCT_LANE = "gate_reads_product_lane_only"
 RESULTS_JOB = "results"
+REGRADE_JOB = "regrade"
+"""The score assets alone, per partition: `evalp regrade` re-scores what is stored."""
 
 CONFIGS_GROUP = "configs"
 OBSERVE_CONFIGS_JOB = "observe_configs"

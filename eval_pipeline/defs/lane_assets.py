@@ -1,6 +1,8 @@
 """The two lanes as partitioned assets (model × seed), their warehouse records, and the
 world-only database the product lane's tools read."""
 
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +28,13 @@ from eval_pipeline.defs.lane_resources import (
 )
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
+from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
-    from eval_pipeline.lanes.records import Lane
     from eval_pipeline.lanes.runner import LaneRunSummary
+    from eval_pipeline.providers.harness import ProviderSlots
 
 # The lanes' code (the agent loop, the SDKs, DuckDB, polars) is imported by the steps that
 # run it, not when the definitions load.
@@ -75,42 +78,56 @@ def latest_path(context: dg.AssetExecutionContext, asset: str) -> str:
     return str(value.value)
 
 
-def _run_lane(
+def _run_lanes(
     context: dg.AssetExecutionContext,
-    lane: "Lane",
-    guards: GuardSettings,
+    lanes: Mapping[Lane, GuardSettings],
     sim: SimulatedProvider,
     calls: ModelCallSettings,
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    from eval_pipeline.lanes.runner import LaneSettings, PartitionRequest, execute_partition
+) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
+    """The partition's selected lanes side by side, sharing the run's calls in flight; a
+    lane that ends is materialized even when the other failed (then the step fails)."""
+    from eval_pipeline.lanes.runner import LaneSettings, PartitionRequest, execute_partitions
     from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.labels import top_failures
     from eval_pipeline.providers.sessions import SIMULATED
 
     model, seed = model_and_seed(context)
-    scan = scan_model_configs()
-    config = scan.require([model])[model]
-    run_id = f"{lane}-lane-{context.run.run_id}"
-    request = PartitionRequest(
-        lane=lane,
-        model=model,
-        seed=seed,
-        run_id=run_id,
-        fixture_path=latest_path(context, FIXTURES_ASSET),
-        agent_db=latest_path(context, AGENT_WORLD_ASSET),
-        settings=LaneSettings(lane=lane, guards=guards),
-    )
-    from eval_pipeline.providers.labels import top_failures
-
-    with model_session(sim, calls, run_id=run_id, configs={model: config}) as session:
-        summary = execute_partition(request, config, session, paths.lanes_dir())
-        labels = session.summary()
-        failures = top_failures(session.envelopes, session.redact)
-    simulated = config.provider == SIMULATED
-    metadata = _metadata(summary, labels.labels, simulated)
-    metadata["unhealed_causes"] = dg.MetadataValue.json(
-        [group.model_dump(mode="json") for group in failures] if summary.unheard else []
-    )
-    return dg.MaterializeResult(metadata=metadata)
+    config = scan_model_configs().require([model])[model]
+    fixture_path = latest_path(context, FIXTURES_ASSET)
+    agent_db = latest_path(context, AGENT_WORLD_ASSET) if "product" in lanes else ""
+    slots: dict[str, ProviderSlots] = {}
+    with ExitStack() as stack:
+        requests = []
+        for lane, guards in lanes.items():
+            run_id = f"{lane}-lane-{context.run.run_id}"
+            session = stack.enter_context(
+                model_session(sim, calls, run_id=run_id, configs={model: config}, slots=slots)
+            )
+            request = PartitionRequest(
+                lane=lane,
+                model=model,
+                seed=seed,
+                run_id=run_id,
+                fixture_path=fixture_path,
+                agent_db=agent_db,
+                settings=LaneSettings(lane=lane, guards=guards),
+            )
+            requests.append((request, session))
+        outcomes = execute_partitions(requests, config, paths.lanes_dir())
+    failed: list[Exception] = []
+    for (request, session), outcome in zip(requests, outcomes, strict=True):
+        if isinstance(outcome, Exception):
+            context.log.error(f"the {request.lane} lane failed: {outcome}")
+            failed.append(outcome)
+            continue
+        metadata = _metadata(outcome, session.summary().labels, config.provider == SIMULATED)
+        failures = top_failures(session.envelopes, session.redact) if outcome.unheard else []
+        metadata["unhealed_causes"] = dg.MetadataValue.json(
+            [group.model_dump(mode="json") for group in failures]
+        )
+        yield dg.MaterializeResult(asset_key=LANE_RUNS_ASSET[request.lane], metadata=metadata)
+    if failed:
+        raise failed[0]
 
 
 def _metadata(
@@ -173,36 +190,55 @@ def agent_world_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # 
     )
 
 
-@dg.asset(
-    name=MODEL_LANE_RUNS_ASSET,
-    group_name=LANES_GROUP,
-    partitions_def=lane_partitions,
-    deps=[FIXTURES_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
-    code_version=LANE_CODE_VERSION,
-)
-def model_lane_runs_asset(
-    context: dg.AssetExecutionContext, sim: SimulatedProvider, calls: ModelCallSettings
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Each case once, against the model alone: its first action with the tools offered."""
-    return _run_lane(context, "model", GuardSettings(), sim, calls)
+LANE_RUNS_STEP = "lane_runs"
+LANE_RUNS_ASSET: Mapping[Lane, str] = {
+    "model": MODEL_LANE_RUNS_ASSET,
+    "product": PRODUCT_LANE_RUNS_ASSET,
+}
 
 
-@dg.asset(
-    name=PRODUCT_LANE_RUNS_ASSET,
-    group_name=LANES_GROUP,
+@dg.multi_asset(
+    name=LANE_RUNS_STEP,
+    specs=[
+        dg.AssetSpec(
+            MODEL_LANE_RUNS_ASSET,
+            group_name=LANES_GROUP,
+            deps=[FIXTURES_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
+            code_version=LANE_CODE_VERSION,
+            partitions_def=lane_partitions,
+            description="Each case once, against the model alone: its first action with the "
+            "tools offered.",
+        ),
+        dg.AssetSpec(
+            PRODUCT_LANE_RUNS_ASSET,
+            group_name=LANES_GROUP,
+            deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
+            code_version=LANE_CODE_VERSION,
+            partitions_def=lane_partitions,
+            description="Each case through the whole product: the agent loop, the tools, the "
+            "guards.",
+        ),
+    ],
     partitions_def=lane_partitions,
-    deps=[FIXTURES_ASSET, AGENT_WORLD_ASSET, MODEL_CONFIGS_SOURCE, PRICE_BOOK_SOURCE],
-    code_version=LANE_CODE_VERSION,
+    can_subset=True,
 )
-def product_lane_runs_asset(
+def lane_runs_asset(
     context: dg.AssetExecutionContext,
     config: ProductLaneConfig,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Each case through the whole product: the agent loop, the tools, the guards."""
-    guards = guards_from_env(GuardSettings(**config.model_dump()))
-    return _run_lane(context, "product", guards, sim, calls)
+) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
+    """A partition's two lanes in one step, side by side: one step per run, so the model
+    lane's short cases and the product lane's long ones share the run's calls in flight
+    (the provider's share `run_limits` gives the run) instead of each lane's tail leaving
+    slots idle. Either lane alone when only it is selected (a heal, a re-run)."""
+    selected = {key.to_user_string() for key in context.selected_asset_keys}
+    lanes: dict[Lane, GuardSettings] = {}
+    if MODEL_LANE_RUNS_ASSET in selected:
+        lanes["model"] = GuardSettings()
+    if PRODUCT_LANE_RUNS_ASSET in selected:
+        lanes["product"] = guards_from_env(GuardSettings(**config.model_dump()))
+    yield from _run_lanes(context, lanes, sim, calls)
 
 
 def lane_records(

@@ -18,7 +18,7 @@ from eval_pipeline.sim import SIM_API_KEY
 if TYPE_CHECKING:
     from eval_pipeline.providers.budget import BudgetGate
     from eval_pipeline.providers.config import ModelConfig
-    from eval_pipeline.providers.harness import CallSession
+    from eval_pipeline.providers.harness import CallSession, ProviderSlots
     from eval_pipeline.sim.process import SimHandle
 
 # The SDKs, the call harness and the simulated provider are imported by the steps that call
@@ -74,7 +74,8 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """How a step's model calls are made: an optional budget cap (USD, per step). Real
+    """How a step's model calls are made: an optional budget cap (USD, per call session:
+    each lane of a partition, the judge of a step). Real
     providers' keys come from the environment variables their model configs name; nothing
     here holds a secret."""
 
@@ -93,9 +94,11 @@ def model_session(
     *,
     run_id: str,
     configs: Mapping[str, ModelConfig],
+    slots: dict[str, ProviderSlots] | None = None,
 ) -> Iterator[CallSession]:
     """A call session for `configs` journaling under runs/<run_id>/, with the simulated
-    provider running (and logging every request it gets) while any of them is simulated."""
+    provider running (and logging every request it gets) while any of them is simulated;
+    `slots` are the run's calls in flight, shared with the run's other sessions."""
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME
     from eval_pipeline.providers.sessions import session_for
     from eval_pipeline.sim.process import SIM_REQUEST_LOG
@@ -108,5 +111,6 @@ def model_session(
         budget=calls.budget(),
         start_sim=lambda: sim.running(request_log=run_dir / SIM_REQUEST_LOG),
         sim_api_key=sim.api_key,
+        slots=slots,
     ) as session:
         yield session

@@ -18,6 +18,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import ExitStack, nullcontext
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -112,16 +114,23 @@ class LaneRunSummary(FrozenRecord):
         return sum(n for status, n in self.statuses.items() if status in RERUN_STATUSES)
 
 
-def case_progress(session: CallSession) -> Progress:
-    """A progress bar counting cases (a case may take many calls)."""
-    columns = (
+def case_progress_columns() -> tuple[ProgressColumn, ...]:
+    """A progress bar per lane counting cases (a case may take many calls)."""
+    return (
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("cases"),
         TimeElapsedColumn(),
     )
-    return Progress(*columns, console=session.console or Console(stderr=True), refresh_per_second=4)
+
+
+def case_progress(session: CallSession) -> Progress:
+    return Progress(
+        *case_progress_columns(),
+        console=session.console or Console(stderr=True),
+        refresh_per_second=4,
+    )
 
 
 def partition_dir(lane: Lane, model: str, seed: int, root: Path | None = None) -> Path:
@@ -176,8 +185,10 @@ async def run_partition(
     toolbox: LabelToolbox | None,
     folder: Path,
     cases: Sequence[Case] | None = None,
+    progress: Progress | None = None,
 ) -> LaneRunSummary:
-    """Run (or heal) one partition: every case not yet completed under the same identity."""
+    """Run (or heal) one partition: every case not yet completed under the same identity
+    (counted on `progress` when given, else on a bar of its own)."""
     identity = settings.identity(config, fixture_set.fixture_id)
     chosen = list(cases if cases is not None else fixture_set.cases)
     previous = latest_runs(folder, identity)
@@ -225,9 +236,9 @@ async def run_partition(
             progress.advance(task)
             return run
 
-        with case_progress(session) as progress:
-            task = progress.add_task(f"{lane} lane {config.name} seed {seed}", total=len(to_run))
-            fresh = await asyncio.gather(*(one(case, progress, task) for case in to_run))
+        with nullcontext(progress) if progress is not None else case_progress(session) as shown:
+            task = shown.add_task(f"{lane} lane {config.name} seed {seed}", total=len(to_run))
+            fresh = await asyncio.gather(*(one(case, shown, task) for case in to_run))
     current = {**previous, **{run.case_id: run for run in fresh}}
     final = [current[c.case_id] for c in chosen if c.case_id in current]
     healed = sum(1 for run in fresh if run.case_id in previous and run.status not in RERUN_STATUSES)
@@ -298,32 +309,33 @@ class PartitionRequest(FrozenRecord):
     settings: LaneSettings
 
 
-def execute_partition(
-    request: PartitionRequest,
+def execute_partitions(
+    requests: Sequence[tuple[PartitionRequest, CallSession]],
     config: ModelConfig,
-    session: CallSession,
     lanes_root: Path,
-) -> LaneRunSummary:
-    """Run one partition to the end (the session must be new; it is closed here)."""
-    fixture_set = load_fixtures(Path(request.fixture_path))
-    folder = partition_dir(request.lane, request.model, request.seed, lanes_root)
+) -> list[LaneRunSummary | Exception]:
+    """Run a partition's lanes to the end, side by side in one event loop (each session must
+    be new; it is closed here). Sessions that share their slots share the provider's calls
+    in flight: one lane's last cases leave the rest to the other. A lane that fails does not
+    stop the other; its error is returned in its place, for the caller to raise once what
+    the other lane did has landed."""
+    fixture_sets = {Path(request.fixture_path) for request, _ in requests}
+    loaded = {path: load_fixtures(path) for path in fixture_sets}
 
-    async def go() -> LaneRunSummary:
+    async def one(
+        request: PartitionRequest, session: CallSession, progress: Progress
+    ) -> LaneRunSummary:
+        fixture_set = loaded[Path(request.fixture_path)]
+        folder = partition_dir(request.lane, request.model, request.seed, lanes_root)
         async with session:
-            if request.lane == "model":
-                return await run_partition(
-                    lane="model",
-                    config=config,
-                    seed=request.seed,
-                    fixture_set=fixture_set,
-                    session=session,
-                    settings=request.settings,
-                    toolbox=None,
-                    folder=folder,
+            with ExitStack() as stack:
+                toolbox = (
+                    stack.enter_context(LabelToolbox(Path(request.agent_db)))
+                    if request.lane == "product"
+                    else None
                 )
-            with LabelToolbox(Path(request.agent_db)) as toolbox:
                 return await run_partition(
-                    lane="product",
+                    lane=request.lane,
                     config=config,
                     seed=request.seed,
                     fixture_set=fixture_set,
@@ -331,6 +343,31 @@ def execute_partition(
                     settings=request.settings,
                     toolbox=toolbox,
                     folder=folder,
+                    progress=progress,
                 )
 
+    async def go() -> list[LaneRunSummary | Exception]:
+        with case_progress(requests[0][1]) as progress:
+            outcomes = await asyncio.gather(
+                *(one(request, session, progress) for request, session in requests),
+                return_exceptions=True,
+            )
+        for outcome in outcomes:
+            if not isinstance(outcome, LaneRunSummary | Exception):
+                raise outcome  # KeyboardInterrupt, SystemExit, CancelledError: not a lane's
+        return [outcome for outcome in outcomes if isinstance(outcome, LaneRunSummary | Exception)]
+
     return asyncio.run(go())
+
+
+def execute_partition(
+    request: PartitionRequest,
+    config: ModelConfig,
+    session: CallSession,
+    lanes_root: Path,
+) -> LaneRunSummary:
+    """Run one lane of a partition to the end (the session must be new; it is closed here)."""
+    (outcome,) = execute_partitions([(request, session)], config, lanes_root)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

@@ -224,6 +224,7 @@ def wait_for(
     on_finished: Callable[[dg.RunRecord], None],
     daemon: LocalDaemon,
     status: Callable[[str], None] = lambda text: None,
+    what: str = "lanes",
 ) -> list[dg.RunRecord]:
     """Every run of the request, once each ended (reported to `on_finished` as it does); a
     run whose worker died is marked failed. Raises QueueError if the daemon this command
@@ -245,7 +246,7 @@ def wait_for(
                 on_finished(record)
         counts = Counter(_state(r.dagster_run.status) for r in runs)
         status(
-            "lanes in Dagster's run queue: "
+            f"{what} in Dagster's run queue: "
             + ", ".join(f"{counts[state]} {state}" for state in STATES if counts[state])
         )
         if len(reported) == len(runs):

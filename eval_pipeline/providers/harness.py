@@ -895,6 +895,7 @@ class CallSession:
         api_keys: Mapping[str, str] | None = None,
         secrets: Iterable[str] = (),
         provider_limits: Mapping[str, int] | None = None,
+        slots: dict[str, ProviderSlots] | None = None,
         warehouse: Path | duckdb.DuckDBPyConnection | None = None,
         rng: random.Random | None = None,
         sleep: Sleep = asyncio.sleep,
@@ -923,7 +924,10 @@ class CallSession:
         self.envelopes: list[CallEnvelope] = []
         self._clients: dict[str, ModelClient] = {}
         self._configs: dict[str, ModelConfig] = {}
-        self._slots: dict[str, ProviderSlots] = {}
+        self._slots: dict[str, ProviderSlots] = {} if slots is None else slots
+        """Per provider, the calls this run may have in flight; `slots` shares them with
+        other sessions of the run in the same event loop (a partition's two lanes), so one
+        lane's tail leaves its slots to the other."""
         self._call_counts: dict[str, int] = {}
         self._progress: Progress | None = None
         self._task: Any = None

@@ -17,7 +17,7 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
-    model_lane_runs_asset,
+    lane_runs_asset,
 )
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
@@ -98,7 +98,7 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
             upstream, instance=instance, resources=lane_resources(lane_home, faulty)
         ).success
         instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-flaky-heal"])
-        lane = [model_lane_runs_asset, lane_warehouse_asset]
+        lane = [lane_runs_asset, lane_warehouse_asset]
         steps = [MODEL_LANE_RUNS_ASSET, MODEL_LANE_RECORDS_ASSET]
         first = dg.materialize(
             lane,

@@ -21,8 +21,7 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
-    model_lane_runs_asset,
-    product_lane_runs_asset,
+    lane_runs_asset,
 )
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.report_assets import sweep_report_asset
@@ -56,7 +55,7 @@ pytestmark = pytest.mark.slow  # one sweep of 6 partitions for the module: about
 
 MODELS = ("sim-strong", "sim-small")
 SEEDS = ("0", "1", "2")
-LANE_STEPS = [model_lane_runs_asset, product_lane_runs_asset, lane_warehouse_asset]
+LANE_STEPS = [lane_runs_asset, lane_warehouse_asset]
 
 
 def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, object]]:

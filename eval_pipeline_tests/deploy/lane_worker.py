@@ -25,16 +25,13 @@ from eval_pipeline.defs.keys import (
     PRODUCT_LANE_RUNS_ASSET,
     PROVIDER_TAG,
 )
-from eval_pipeline.defs.lane_assets import (
-    model_lane_runs_asset,
-    product_lane_runs_asset,
-)
+from eval_pipeline.defs.lane_assets import lane_runs_asset
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline_tests.defs.conftest import lane_resources
 
 LANE_STEPS = {
-    "model": [model_lane_runs_asset, lane_warehouse_asset],
-    "product": [product_lane_runs_asset, lane_warehouse_asset],
+    "model": [lane_runs_asset, lane_warehouse_asset],
+    "product": [lane_runs_asset, lane_warehouse_asset],
 }
 SELECTED = {
     "model": [MODEL_LANE_RUNS_ASSET, MODEL_LANE_RECORDS_ASSET],

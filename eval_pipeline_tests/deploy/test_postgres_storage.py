@@ -32,6 +32,8 @@ from eval_pipeline.defs.keys import (
     PROVIDER_TAG,
     WAREHOUSE_POOL,
 )
+from eval_pipeline.defs.lane_assets import LANE_RUNS_STEP
+from eval_pipeline.defs.lane_warehouse_assets import LANE_WAREHOUSE_STEP
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.journal import read_records
 from eval_pipeline.lanes.records import CaseRun
@@ -46,8 +48,8 @@ RUNS = (
     ("product", "sim-strong", "1"),
 )
 """One run each, all at once: lane, model, seed."""
-WAREHOUSE_STEPS = ("model_lane_records", "product_lane_records")
-LANE_RUN_STEPS = ("model_lane_runs", "product_lane_runs")
+WAREHOUSE_STEPS = (LANE_WAREHOUSE_STEP,)
+LANE_RUN_STEPS = (LANE_RUNS_STEP,)
 LOCK_WORDS = ("database is locked", "could not set lock", "conflicting lock")
 WORKER_TIMEOUT_S = 240
 

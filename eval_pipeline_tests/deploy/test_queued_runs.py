@@ -112,12 +112,15 @@ def test_the_daemon_starts_queued_runs_within_the_deploy_limits(
         assert windows[second][0] >= windows[first][1]
         assert windows[other][0] < windows[first][1] and windows[first][0] < windows[other][1]
         reran = {
-            event.step_key: event.asset_materialization.metadata["cases_run"].value
+            event.asset_materialization.asset_key.to_user_string(): (
+                event.asset_materialization.metadata["cases_run"].value
+            )
             for event in instance.all_logs(
                 second, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
             )
-            if event.step_key in ("model_lane_runs", "product_lane_runs")
-            and event.asset_materialization is not None
+            if event.asset_materialization is not None
+            and event.asset_materialization.asset_key.to_user_string()
+            in ("model_lane_runs", "product_lane_runs")
         }
         assert reran == {"model_lane_runs": 0, "product_lane_runs": 0}
 

@@ -38,6 +38,17 @@ def test_the_local_instance_queues_runs_with_the_deployed_limits(path: str) -> N
     assert _queue(local) == _queue(deployed) == (RUNS_AT_ONCE, sorted(run_queue_limits(), key=repr))
 
 
+@pytest.mark.parametrize("path", ["dagster.yaml", "k8s/dagster.yaml"])
+def test_the_queue_launches_as_many_runs_at_once_as_it_allows(path: str) -> None:
+    """One launching thread per run the queue allows: a wave of partitions starts together."""
+    local = yaml.safe_load(paths.dagster_yaml())
+    deployed = yaml.safe_load((DEPLOY / path).read_text(encoding="utf-8"))
+    for config in (local, deployed):
+        queue = config["run_coordinator"]["config"]
+        assert queue["dequeue_use_threads"] is True
+        assert queue["dequeue_num_workers"] == RUNS_AT_ONCE
+
+
 @pytest.mark.parametrize(
     "provider", ["anthropic", "openai", "simulated", "ollama-local", "another"]
 )
