@@ -93,4 +93,8 @@ def lane_warehouse_asset(
     for key, lane in SCORES_LANE.items():
         if key in selected:
             scored = lane_scores(context, lane, warehouse, settings, sim, calls)
-            yield dg.MaterializeResult(asset_key=key, metadata=scored)
+            yield dg.MaterializeResult(
+                asset_key=key,
+                metadata=scored,
+                data_version=dg.DataVersion(str(scored["scores_digest"])),
+            )

@@ -117,6 +117,7 @@ def _partition_metadata(
         "judge_rubric_hash": rubric_hash,
         "fixture_id": scores[0].fixture_id if scores else "",
         "fixture_cases": len(cases),
+        "scores_digest": graded.digest,
     }
 
 

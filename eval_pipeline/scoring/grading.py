@@ -9,7 +9,9 @@ rubric); with nothing changed, grading calls no model at all.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -62,6 +64,14 @@ class GradedPartition(FrozenRecord):
     scores: tuple[CaseScore, ...]
     judge_asked: int
     judge_reused: int
+
+    @property
+    def digest(self) -> str:
+        """What the scores say, as one SHA-256: the scores asset's data version, so what
+        reads them is stale exactly when a score, a status or a label moved (a regrade that
+        reproduced them changes nothing downstream)."""
+        rows = sorted((s.model_dump(mode="json") for s in self.scores), key=lambda r: r["case_id"])
+        return hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def judged_replies(judge: Judge, cases: Mapping[str, Case], runs: Sequence[CaseRun]) -> JudgeItems:
@@ -210,25 +220,35 @@ def previous_scores(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, int,
 
 
 def score_changes(
-    graded: GradedPartition,
-    cases: Mapping[str, Case],
     before: Mapping[tuple[str, str, int, str], CaseScore],
-) -> list[ScoreChange]:
+    after: Sequence[CaseScore],
+    cases_for: Callable[[str], Mapping[str, Case]],
+    rescored: Collection[tuple[str, str, int]],
+) -> tuple[list[ScoreChange], list[str]]:
+    """What re-scoring the `rescored` (lane, model, seed) partitions changed: each case
+    whose score moved and what moved it, and the scores stored before in them that the
+    re-scoring did not reproduce (their case is no longer among its partition's latest
+    records, or the partition's records are gone)."""
     changes = []
-    for new in graded.scores:
+    cases_of = functools.cache(cases_for)  # a fixture set is read once, not once per case
+    for new in after:
         old = before.get((new.lane, new.model, new.seed, new.case_id))
-        why = explain_change(cases[new.case_id], old, new)
+        why = explain_change(cases_of(new.fixture_id)[new.case_id], old, new)
         if why is not None:
             changes.append(
                 ScoreChange(
-                    partition=graded.partition.key,
+                    partition=Partition(lane=new.lane, model=new.model, seed=new.seed).key,
                     case_id=new.case_id,
                     old=_shown(old),
                     new=_shown(new),
                     responsible=why,
                 )
             )
-    return changes
+    seen = {(s.lane, s.model, s.seed, s.case_id) for s in after}
+    dropped = sorted(
+        f"{k[0]}/{k[1]}|{k[2]} {k[3]}" for k in before if k not in seen and k[:3] in rescored
+    )
+    return changes, dropped
 
 
 class RegradeReport(FrozenRecord):
@@ -257,15 +277,13 @@ def regrade(
 
     `cases_for(fixture_id)` gives a fixture set's cases by id."""
     before = previous_scores(con)
-    graded: list[GradedPartition] = []
-    changes: list[ScoreChange] = []
-    for partition in stored_partitions(con):
-        cases = cases_for(partition_fixture_id(con, partition))
-        result = grade_partition(con, partition, cases, judge, ask)
-        graded.append(result)
-        changes += score_changes(result, cases, before)
-    seen = {(s.lane, s.model, s.seed, s.case_id) for p in graded for s in p.scores}
-    dropped = sorted(f"{k[0]}/{k[1]}|{k[2]} {k[3]}" for k in before if k not in seen)
+    cases_for = functools.cache(cases_for)  # each fixture set read once, for both uses
+    graded = [
+        grade_partition(con, partition, cases_for(partition_fixture_id(con, partition)), judge, ask)
+        for partition in stored_partitions(con)
+    ]
+    after = [s for p in graded for s in p.scores]
+    changes, dropped = score_changes(before, after, cases_for, {k[:3] for k in before})
     return RegradeReport(partitions=tuple(graded), changes=tuple(changes), dropped=tuple(dropped))
 
 

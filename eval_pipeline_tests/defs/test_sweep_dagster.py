@@ -14,10 +14,14 @@ import yaml
 
 from eval_pipeline import paths
 from eval_pipeline.audit.audit import AuditResult, audit_against_project
+from eval_pipeline.definitions import defs
 from eval_pipeline.defs.keys import (
     GATE_READS_PRODUCT_LANE,
     MODEL_LANE_SCORES_ASSET,
     MODELS_PARTITIONS,
+    PRODUCT_LANE_SCORES_ASSET,
+    REGRADE_JOB,
+    SWEEP_SUMMARY_ASSET,
 )
 from eval_pipeline.defs.lane_assets import (
     agent_world_asset,
@@ -27,12 +31,15 @@ from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.report_assets import sweep_report_asset
 from eval_pipeline.defs.score_assets import (
     GATE_RULES,
+    SCORES_CODE_VERSION,
     build_ship_gate,
     ship_gate_asset,
     sweep_summary_asset,
 )
 from eval_pipeline.defs.tracking_assets import MlflowTracking, sweep_tracking_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
+from eval_pipeline.mission import up_to_date
+from eval_pipeline.mission.runner import DEMO_TAG
 from eval_pipeline.report.refs import read_references
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import DROP_RULE, SECURITY_RULE
@@ -470,8 +477,20 @@ def test_evalp_regrade_relabels_a_call_an_older_reader_labelled_and_rescores_its
         )
     finally:
         conn.close()
-    # the scores as they were made under the older label
-    regrade_warehouse(paths.warehouse_path(), swept[0] / "fixtures", paths.runs_dir(), "old")
+    # the scores as they were made under the older label, and a summary that read them
+    lane_home, instance = swept
+    resources = lane_resources(lane_home)
+    key = dg.MultiPartitionKey({"model": model, "seed": str(seed)})
+    assert dg.materialize(
+        [lane_runs_asset, lane_warehouse_asset],
+        instance=instance,
+        resources=resources,
+        partition_key=key,
+        selection=[PRODUCT_LANE_SCORES_ASSET],
+    ).success
+    assert dg.materialize([sweep_summary_asset], instance=instance, resources=resources).success
+    summary = dg.AssetKey(SWEEP_SUMMARY_ASSET)
+    assert up_to_date.stale_or_missing(defs, instance, [summary]) == []
 
     code, out, err = invoke("regrade")
 
@@ -500,6 +519,35 @@ def test_evalp_regrade_relabels_a_call_an_older_reader_labelled_and_rescores_its
     finally:
         conn.close()
 
+    # The re-scoring was Dagster's: each partition's scores are a materialization of the
+    # regrade job (what the UI lists), under the scorers' current code version, and the
+    # results that read them are stale for the next demo (issue 26, item 3).
+    scores = dg.AssetKey(PRODUCT_LANE_SCORES_ASSET)
+    event = instance.get_latest_materialization_event(scores)
+    assert event is not None and event.run_id
+    run = instance.get_run_by_id(event.run_id)
+    assert run is not None and run.job_name == REGRADE_JOB
+    assert run.tags[DEMO_TAG] == "evalp regrade"
+    regraded = {
+        record.partition_key
+        for record in instance.fetch_materializations(scores, limit=100).records
+        if (found := instance.get_run_by_id(record.run_id)) and found.job_name == REGRADE_JOB
+    }
+    assert regraded == {f"{model}|{seed}" for model in MODELS for seed in SEEDS}
+    assert event.asset_materialization is not None
+    assert event.asset_materialization.tags is not None
+    assert event.asset_materialization.tags["dagster/code_version"] == SCORES_CODE_VERSION
+    assert "re-scored 0 case runs" not in out
+    assert up_to_date.stale_or_missing(defs, instance, [summary]) == [summary]
+
     code, out, err = invoke("regrade")
     assert code == 0, err
     assert "no call label changed" in out.splitlines() and "no score changed" in out, out
+    # the scores' data version is what they say: reproduced, they are the same version
+    again = instance.get_latest_materialization_event(scores)
+    assert again is not None and again.run_id != event.run_id
+    assert again.asset_materialization is not None and again.asset_materialization.tags
+    assert (
+        again.asset_materialization.tags["dagster/data_version"]
+        == event.asset_materialization.tags["dagster/data_version"]
+    )

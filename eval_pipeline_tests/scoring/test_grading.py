@@ -20,7 +20,6 @@ from eval_pipeline.lanes.store import ensure_lane_tables, load_partition_records
 from eval_pipeline.providers.envelope import EnvelopeJournal
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, ensure_envelope_table
 from eval_pipeline.scoring.grading import (
-    GradedPartition,
     JudgeItems,
     Partition,
     RegradeReport,
@@ -267,7 +266,6 @@ def test_score_changes_show_old_and_new_scores_per_case() -> None:
         scored(other, "ANSWER: $1", case_id="third", status="infra_error", score=None),
         scored(other, "ANSWER: $1", case_id="same"),
     )
-    graded = GradedPartition(partition=partition, scores=new, judge_asked=0, judge_reused=0)
     before = {
         ("product", "m", 0, "money"): scored(MONEY, "ANSWER: $368.41", score=0.25),
         ("product", "m", 0, "third"): scored(other, "ANSWER: $1", case_id="third"),
@@ -275,12 +273,20 @@ def test_score_changes_show_old_and_new_scores_per_case() -> None:
         ("product", "m", 1, "other"): scored(other, "ANSWER: $368.41"),
     }
     known = {"money": MONEY, "other": other, "third": other, "same": other}
-    changes = score_changes(graded, known, before)
+    changes, dropped = score_changes(
+        before, new, lambda _: known, {(partition.lane, partition.model, partition.seed)}
+    )
     assert [(c.partition, c.case_id, c.old, c.new, c.responsible) for c in changes] == [
         ("product/m|0", "money", "0.25", "1", "score"),
         ("product/m|0", "other", "not scored before", "0", "newly scored"),
         ("product/m|0", "third", "0", "infra_error", "status scored -> infra_error"),
     ]
+    # a partition not re-scored keeps its scores; one re-scored without a case drops it
+    assert dropped == []
+    _, dropped = score_changes(
+        before, new, lambda _: known, {("product", "m", 0), ("product", "m", 1)}
+    )
+    assert dropped == ["product/m|1 other"]
 
 
 def test_a_regrade_rescores_every_partition_and_names_what_changed_and_what_it_dropped(
