@@ -24,6 +24,7 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.lane_resources import (
     ModelCallSettings,
     SimulatedProvider,
+    judge_asker,
     model_session,
 )
 from eval_pipeline.defs.resources import WarehouseResource
@@ -33,7 +34,8 @@ from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
-    from eval_pipeline.lanes.runner import LaneRunSummary
+    from eval_pipeline.lanes.runner import LaneRunSummary, PartitionRequest
+    from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.providers.harness import ProviderSlots
 
 # The lanes' code (the agent loop, the SDKs, DuckDB, polars) is imported by the steps that
@@ -125,9 +127,48 @@ def _run_lanes(
         metadata["unhealed_causes"] = dg.MetadataValue.json(
             [group.model_dump(mode="json") for group in failures]
         )
+        if request.lane == "product":
+            metadata["judge_asked"] = _judge_before_the_warehouse(
+                context, request, config, outcome, sim, calls
+            )
         yield dg.MaterializeResult(asset_key=LANE_RUNS_ASSET[request.lane], metadata=metadata)
     if failed:
         raise failed[0]
+
+
+def _judge_before_the_warehouse(
+    context: dg.AssetExecutionContext,
+    request: "PartitionRequest",
+    config: "ModelConfig",
+    summary: "LaneRunSummary",
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+) -> int:
+    """The judge asked about the lane's judged replies here, where no pool is held, not in
+    the warehouse step (`scoring.verdict_journal`). A judge that cannot be asked is left to
+    the scores step, which asks again and fails with the cause where the scores are missed."""
+    from eval_pipeline.errors import EvalPipelineError
+    from eval_pipeline.lanes.runner import latest_runs
+    from eval_pipeline.scoring.grading import cases_under
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.scoring.verdict_journal import judge_lane_replies
+
+    folder = Path(summary.records)
+    runs = latest_runs(folder, request.settings.identity(config, summary.fixture_id))
+    try:
+        judge = load_judge()
+        return judge_lane_replies(
+            folder,
+            [path for path in folder.parent.iterdir() if path.is_dir() and path != folder],
+            list(runs.values()),
+            cases_under(paths.fixtures_root())(summary.fixture_id),
+            judge,
+            judge_asker(sim, calls, judge, f"judge-{context.run.run_id}"),
+            f"judge-{context.run.run_id}",
+        )
+    except EvalPipelineError as error:
+        context.log.warning(f"the judge was not asked before the warehouse step: {error}")
+        return 0
 
 
 def _metadata(

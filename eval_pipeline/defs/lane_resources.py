@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from eval_pipeline.providers.budget import BudgetGate
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.providers.harness import CallSession, ProviderSlots
+    from eval_pipeline.scoring.grading import JudgeAsker, JudgeItems
+    from eval_pipeline.scoring.judge import Judge
+    from eval_pipeline.scoring.score import JudgeVerdict
     from eval_pipeline.sim.process import SimHandle
 
 # The SDKs, the call harness and the simulated provider are imported by the steps that call
@@ -114,3 +117,19 @@ def model_session(
         slots=slots,
     ) as session:
         yield session
+
+
+def judge_asker(
+    sim: SimulatedProvider, calls: ModelCallSettings, judge: Judge, run_id: str
+) -> JudgeAsker:
+    """Asks `judge` in a session of its own journaling under runs/<run_id>/ (opened only
+    when there is something to ask)."""
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.scoring.judge import judge_in_session
+
+    def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
+        config = scan_model_configs().require([judge.model])[judge.model]
+        with model_session(sim, calls, run_id=run_id, configs={judge.model: config}) as session:
+            return judge_in_session(session, config, judge, items)
+
+    return ask

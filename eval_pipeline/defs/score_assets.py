@@ -25,7 +25,7 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.lane_assets import model_and_seed
-from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, model_session
+from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, judge_asker
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from eval_pipeline.lanes.records import Lane
     from eval_pipeline.scoring.aggregate import LaneSummary
     from eval_pipeline.scoring.gate import GateResult
-    from eval_pipeline.scoring.grading import GradedPartition, JudgeItems
-    from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
+    from eval_pipeline.scoring.grading import GradedPartition
+    from eval_pipeline.scoring.score import CaseScore
 
 # Scoring (numpy, DuckDB, the judge's model calls) is imported by the steps that score.
 
@@ -65,7 +65,7 @@ def lane_scores(
 ) -> "dict[str, dg.RawMetadataValue]":
     """The partition's cases in `lane` scored (the model lane: first action or direct
     answer; the product lane: exact, trace checks, judged prose); its metadata."""
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.lanes.runner import partition_dir
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
     from eval_pipeline.scoring.grading import (
         Partition,
@@ -73,20 +73,19 @@ def lane_scores(
         grade_partition,
         partition_fixture_id,
     )
-    from eval_pipeline.scoring.judge import judge_in_session, load_judge
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.scoring.verdict_journal import store_journaled_verdicts
 
     model, seed = model_and_seed(context)
     judge = load_judge()
     judge_run = f"judge-{context.run.run_id}"
-
-    def ask(items: "JudgeItems") -> "Mapping[str, JudgeVerdict]":
-        config = scan_model_configs().require([judge.model])[judge.model]
-        with model_session(sim, calls, run_id=judge_run, configs={judge.model: config}) as session:
-            return judge_in_session(session, config, judge, items)
-
+    ask = judge_asker(sim, calls, judge, judge_run)
     partition = Partition(lane=lane, model=model, seed=seed)
     with warehouse.connection() as conn:
         cases = cases_under(Path(settings.fixtures_root))(partition_fixture_id(conn, partition))
+        # what the lane step's judge ruled on, so only what it could not is asked here
+        folder = partition_dir(lane, model, seed, paths.lanes_dir())
+        store_journaled_verdicts(conn, folder, judge, cases, paths.runs_dir())
         graded = grade_partition(conn, partition, cases, judge, ask)
         journal = paths.runs_dir() / judge_run / JOURNAL_NAME
         if journal.exists():

@@ -88,6 +88,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dg.D
             upstream = [world_asset, answer_key_asset, fixtures_asset, agent_world_asset]
             assert dg.materialize(upstream, instance=instance, resources=resources).success
             instance.add_dynamic_partitions(MODELS_PARTITIONS, list(MODELS))
+            asked_in_lanes = 0
             for model in MODELS:
                 for seed in SEEDS:
                     key = dg.MultiPartitionKey({"model": model, "seed": seed})
@@ -99,6 +100,12 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dg.D
                     runs = meta["product_lane_runs"]["cases"]
                     assert meta["model_lane_runs"]["cases"] == runs > 100
                     assert meta["product_lane_scores"]["cases"] == runs
+                    # the judge was asked in the lane step; the scores step, holding the
+                    # warehouse's one writer slot, asked nothing
+                    asked_in_lanes += int(meta["product_lane_runs"]["judge_asked"])  # type: ignore[call-overload]
+                    assert meta["product_lane_scores"]["judge_asked"] == 0
+                    assert meta["product_lane_scores"]["judge_reused"] > 0
+            assert asked_in_lanes > 0
             yield home, instance
 
 
