@@ -34,6 +34,8 @@ from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
+    import duckdb
+
     from eval_pipeline.lanes.runner import LaneRunSummary, PartitionRequest
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.providers.harness import ProviderSlots
@@ -116,6 +118,9 @@ def _run_lanes(
             )
             requests.append((request, session))
         outcomes = execute_partitions(requests, config, paths.lanes_dir())
+    from eval_pipeline.warehouse import warm_up
+
+    warm_up()  # the warehouse step comes next in this process, holding the pool
     failed: list[Exception] = []
     for (request, session), outcome in zip(requests, outcomes, strict=True):
         if isinstance(outcome, Exception):
@@ -283,7 +288,7 @@ def lane_runs_asset(
 
 
 def lane_records(
-    context: dg.AssetExecutionContext, lane: "Lane", warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, lane: "Lane", conn: "duckdb.DuckDBPyConnection"
 ) -> "dict[str, dg.RawMetadataValue]":
     """The partition's case runs, trace events and call envelopes, loaded into the
     warehouse (idempotently: the partition's own rows only); their counts."""
@@ -292,8 +297,7 @@ def lane_records(
 
     model, seed = model_and_seed(context)
     folder = partition_dir(lane, model, seed, paths.lanes_dir())
-    with warehouse.connection() as conn:
-        counts = load_partition_records([folder], paths.runs_dir(), conn)
+    counts = load_partition_records([folder], paths.runs_dir(), conn)
     metadata: dict[str, dg.RawMetadataValue] = dict(counts.items())
     metadata["records"] = dg.MetadataValue.path(str(folder))
     return metadata

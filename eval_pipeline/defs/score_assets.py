@@ -37,6 +37,8 @@ from eval_pipeline.scoring.gate import (
 from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
+    import duckdb
+
     from eval_pipeline.fixtures.case import Case
     from eval_pipeline.lanes.records import Lane
     from eval_pipeline.scoring.aggregate import LaneSummary
@@ -58,7 +60,7 @@ SCORES_LANE: "Mapping[str, Lane]" = {
 def lane_scores(
     context: dg.AssetExecutionContext,
     lane: "Lane",
-    warehouse: WarehouseResource,
+    conn: "duckdb.DuckDBPyConnection",
     settings: ProjectSettings,
     sim: SimulatedProvider,
     calls: ModelCallSettings,
@@ -81,15 +83,14 @@ def lane_scores(
     judge_run = f"judge-{context.run.run_id}"
     ask = judge_asker(sim, calls, judge, judge_run)
     partition = Partition(lane=lane, model=model, seed=seed)
-    with warehouse.connection() as conn:
-        cases = cases_under(Path(settings.fixtures_root))(partition_fixture_id(conn, partition))
-        # what the lane step's judge ruled on, so only what it could not is asked here
-        folder = partition_dir(lane, model, seed, paths.lanes_dir())
-        store_journaled_verdicts(conn, folder, judge, cases, paths.runs_dir())
-        graded = grade_partition(conn, partition, cases, judge, ask)
-        journal = paths.runs_dir() / judge_run / JOURNAL_NAME
-        if journal.exists():
-            load_journal(journal, conn)
+    cases = cases_under(Path(settings.fixtures_root))(partition_fixture_id(conn, partition))
+    # what the lane step's judge ruled on, so only what it could not is asked here
+    folder = partition_dir(lane, model, seed, paths.lanes_dir())
+    store_journaled_verdicts(conn, folder, judge, cases, paths.runs_dir())
+    graded = grade_partition(conn, partition, cases, judge, ask)
+    journal = paths.runs_dir() / judge_run / JOURNAL_NAME
+    if journal.exists():
+        load_journal(journal, conn)
     return _partition_metadata(graded, cases, judge.rubric_hash)
 
 
