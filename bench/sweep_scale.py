@@ -93,6 +93,25 @@ def run(command: list[str], env: dict[str, str]) -> float:
     return took
 
 
+PROC_STAT = Path("/proc/stat")
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(all, idle) CPU ticks of the machine since boot (Linux), to tell a CPU-bound run:
+    at 1 s a call, 128 calls in flight on 2 cores are the CPU's limit, not Dagster's."""
+    if not PROC_STAT.exists():
+        return None
+    ticks = [int(field) for field in PROC_STAT.read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks), ticks[3] + ticks[4]
+
+
+def busy_between(before: tuple[int, int] | None, after: tuple[int, int] | None) -> str:
+    if before is None or after is None or after[0] == before[0]:
+        return "machine busy: unknown (no /proc/stat)"
+    share = 1 - (after[1] - before[1]) / (after[0] - before[0])
+    return f"machine busy {share:.0%} of {os.cpu_count()} CPUs"
+
+
 def fresh_copy(base: Path, into: Path) -> Path:
     """The prepared state (world, fixtures, Dagster instance after the main job) copied to a
     new home: every measurement starts with no lane run done."""
@@ -179,14 +198,16 @@ def main() -> int:
     ]
     for round_ in range(args.rounds):
         home = fresh_copy(base, root / f"ours-{round_}")
+        ticks = cpu_ticks()
         ours.append(run(evalp, environment(home, args.latency_ms)))
+        busy = busy_between(ticks, cpu_ticks())
         calls, floor = calls_and_floor(home)
         ideals.append(calls * latency_s / in_flight + floor * latency_s)
         calls_per_partition.append(calls / partitions)
         print(
             f"round {round_}: ours {ours[-1]:.1f} s for {partitions} partitions, {calls} calls "
             f"({in_flight} in flight across the runs; serial floor {floor} turns); ideal "
-            f"{ideals[-1]:.1f} s",
+            f"{ideals[-1]:.1f} s; {busy}",
             flush=True,
         )
         home = fresh_copy(base, root / f"serial-{round_}")
