@@ -53,23 +53,32 @@ def test_one_daemon_serves_an_instance_and_another_starts_when_it_ends(
             second.stop()
 
 
-STUBBORN = [
-    sys.executable,
-    "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
-]
-"""A stand-in that outlives the SIGTERM its parent's death sends (a daemon slow to stop)."""
+def stubborn(ready: Path) -> list[str]:
+    """A stand-in that outlives the SIGTERM its parent's death sends (a daemon slow to
+    stop); it touches `ready` once it ignores SIGTERM. A starter killed before the stand-in
+    got that far (under load in CI) had it die of the SIGTERM, and a second daemon was
+    rightly started: the test's race, not the product's."""
+    code = (
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "pathlib.Path(sys.argv[1]).touch(); time.sleep(120)"
+    )
+    return [sys.executable, "-c", code, str(ready)]
 
 
-def _start_and_die(command: list[str]) -> int:
-    """A command that starts a daemon and is then SIGKILLed; the daemon's pid."""
+def _start_and_die(command: list[str], ready: Path | None = None) -> int:
+    """A command that starts a daemon (and waits for `ready`, if given) and is then
+    SIGKILLed; the daemon's pid."""
     starter = textwrap.dedent(
         f"""
-        import os, signal
+        import os, pathlib, signal, time
         from eval_pipeline.mission.queue import LocalDaemon
         daemon = LocalDaemon({command!r})
         daemon.ensure()
         print(daemon.process.pid, flush=True)
+        ready = {str(ready) if ready else None!r}
+        deadline = time.monotonic() + 60
+        while ready and not pathlib.Path(ready).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
@@ -96,11 +105,16 @@ def test_the_daemon_holds_the_lock_itself_and_dies_with_the_command_that_started
     a daemon gets SIGTERM when the command that started it dies, even by SIGKILL."""
     assert _gone(_start_and_die(STAND_IN)), "the daemon outlived the command that started it"
 
-    orphan = _start_and_die(STUBBORN)
+    ready = isolated_state / "stubborn-ready"
+    orphan = _start_and_die(stubborn(ready), ready)
+    assert ready.exists(), "the stand-in never got to ignore SIGTERM"
+    later = LocalDaemon(STAND_IN)
     try:
-        later = LocalDaemon(STAND_IN)
         later.ensure()
         assert later.process is None, "a second daemon started beside the one still serving"
+    except BaseException:
+        later.stop()  # a second daemon left running would fail the next test, not this one
+        raise
     finally:
         os.kill(orphan, signal.SIGKILL)
     assert _gone(orphan)
