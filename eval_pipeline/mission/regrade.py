@@ -109,12 +109,8 @@ def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeO
                     REGRADE_JOB, {provider: runnable}, {DEMO_TAG: "evalp regrade"}
                 )
                 wait_for(instance, submitted, finished, daemon, shown.status, what="re-scores")
-    rescored = {
-        (p.lane, p.model, p.seed)
-        for p in stored
-        for run in outcomes
-        if run.success and run.partition == f"{p.model}|{p.seed}"
-    }
+    succeeded = {run.partition for run in outcomes if run.success}
+    rescored = {(p.lane, p.model, p.seed) for p in stored if f"{p.model}|{p.seed}" in succeeded}
     con = connect(paths.warehouse_path(), read_only=True)
     try:
         after = [s for s in read_scores(con) if (s.lane, s.model, s.seed) in rescored]
