@@ -20,7 +20,7 @@ For a report or the README (anything with an `evalp:references` block), the audi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
 from eval_pipeline.providers.envelope_store import TABLE as ENVELOPES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import (
+    ComparisonNumberRef,
     ExperimentNumberRef,
     NumberRef,
     References,
@@ -39,9 +40,11 @@ from eval_pipeline.report.refs import (
     format_statistic,
     linked_numbers,
     read_references,
+    ref_id,
     unlinked_table_numbers,
 )
-from eval_pipeline.scoring.aggregate import summarize_lane
+from eval_pipeline.scoring.aggregate import ALL, summarize_lane
+from eval_pipeline.scoring.compare import compare_models, format_comparison_statistic
 from eval_pipeline.scoring.grading import Partition, rescore_stored
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore
@@ -167,10 +170,11 @@ def audit_document(
     if references is None:
         raise AuditError("no evalp:references block: this document carries no referenced numbers")
     problems: list[str] = []
-    by_ref: dict[str, NumberRef | ExperimentNumberRef] = {
+    by_ref: dict[str, NumberRef | ExperimentNumberRef | ComparisonNumberRef] = {
         number.ref: number for number in references.numbers
     }
     by_ref.update({number.ref: number for number in references.experiment_numbers})
+    by_ref.update({number.ref: number for number in references.comparison_numbers})
     linked = linked_numbers(text)
     for printed, ref in linked:
         if ref not in by_ref:
@@ -183,6 +187,7 @@ def audit_document(
     chains: dict[str, str] = {}
     if fixture_set is not None:
         cases = {case.case_id: case for case in fixture_set.cases}
+        rescored: dict[tuple[str, str], list[CaseScore]] = {}
         groups: dict[tuple[str, str], list[NumberRef]] = defaultdict(list)
         for number in references.numbers:
             groups[(number.lane, number.model)].append(number)
@@ -212,6 +217,7 @@ def audit_document(
                     f"{lane}/{model}: {missing} of {len(set(calls))} call envelopes behind "
                     "the numbers are missing from runs.call_envelopes"
                 )
+            rescored[(lane, model)] = rows
             summary = summarize_lane(lane, model, rows) if rows else None
             for number in numbers:
                 value = None
@@ -228,6 +234,7 @@ def audit_document(
                     settings_hashes=tuple(hashes),
                     envelopes=len(set(calls)),
                 )
+        _derive_comparisons(references.comparison_numbers, rescored, chains, derived)
     if fixture_set is not None and references.experiment_numbers:
         _derive_experiments(
             references, fixture_set, mlflow, run_id, derived, chains, problems, progress
@@ -250,6 +257,34 @@ def audit_document(
     unprinted = sorted(set(by_ref) - {ref for _, ref in linked})
     problems += [f"reference {ref} is not printed in the document" for ref in unprinted]
     return AuditResult(numbers=tuple(audited), problems=tuple(problems))
+
+
+def _derive_comparisons(
+    numbers: Sequence[ComparisonNumberRef],
+    rescored: Mapping[tuple[str, str], Sequence[CaseScore]],
+    chains: dict[str, str],
+    derived: dict[str, str | None],
+) -> None:
+    """Each headline comparison recomputed from the two models' re-scored runs (those
+    behind their own headline numbers); a model without them re-derives nothing."""
+    for number in numbers:
+        candidate = rescored.get((number.lane, number.candidate))
+        reference = rescored.get((number.lane, number.reference))
+        if not candidate or not reference:
+            derived[number.ref] = None
+            continue
+        comparison = compare_models(
+            number.lane, number.reference, reference, number.candidate, candidate
+        )
+        derived[number.ref] = format_comparison_statistic(comparison, number.statistic)
+        behind = [
+            chains.get(ref_id(number.lane, model, ALL, "mean"), "–")
+            for model in (number.candidate, number.reference)
+        ]
+        chains[number.ref] = (
+            f"comparison {number.lane}: {number.candidate} − {number.reference}, paired "
+            f"over the re-scored runs of both: {' | '.join(behind)}"
+        )
 
 
 def _derive_experiments(

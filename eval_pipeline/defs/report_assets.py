@@ -44,6 +44,7 @@ def sweep_report_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The report a person reads and `evalp audit` checks."""
     # matplotlib comes with it: imported here, not when the definitions load.
+    from eval_pipeline.lanes.sweep import load_sweep_config
     from eval_pipeline.report.publish import (
         README_TABLE_FILE,
         ReportError,
@@ -54,7 +55,7 @@ def sweep_report_asset(
 
     try:
         with warehouse.connection() as conn:
-            inputs = read_report_inputs(conn)
+            inputs = read_report_inputs(conn, load_sweep_config().compare_against)
     except ReportError as error:
         raise dg.Failure(str(error)) from error
     mlflow_run = _sweep_mlflow_run(context)

@@ -131,15 +131,20 @@ def _partition_metadata(
 )
 def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Both lanes side by side, per model and category, over every scored seed."""
+    from eval_pipeline.lanes.sweep import load_sweep_config
     from eval_pipeline.report.headline import headline_text
     from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
+    from eval_pipeline.scoring.compare import comparisons_markdown, comparisons_text, leaders
+    from eval_pipeline.scoring.compare import lane_comparisons as compare_lanes
     from eval_pipeline.scoring.store import read_scores
 
     with warehouse.connection() as conn:
-        summaries = summarize_scores(read_scores(conn))
+        scores = read_scores(conn)
+    summaries = summarize_scores(scores)
     if not summaries:
         raise dg.Failure("no scores in the warehouse: materialize the lanes' score partitions")
-    table = summary_markdown(summaries)
+    comparisons = compare_lanes(scores, load_sweep_config().compare_against)
+    table = summary_markdown(summaries) + "\n\n" + comparisons_markdown(comparisons)
     report = paths.var_dir() / "reports" / "sweep_summary.md"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(table + "\n", encoding="utf-8")
@@ -149,6 +154,10 @@ def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  
             "path": dg.MetadataValue.path(str(report)),
             "lanes_models": dg.MetadataValue.json([f"{s.lane}/{s.model}" for s in summaries]),
             "headline": dg.MetadataValue.text(headline_text(summaries)),
+            "comparisons": dg.MetadataValue.text(comparisons_text(comparisons)),
+            "leaders": dg.MetadataValue.json(
+                {lane: leader or "no clear leader" for lane, leader in leaders(comparisons).items()}
+            ),
             **{f"{s.lane}/{s.model} points": round(s.row("all").mean or 0.0, 2) for s in summaries},
         }
     )

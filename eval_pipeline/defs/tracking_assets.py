@@ -54,6 +54,7 @@ def sweep_tracking_asset(
     from eval_pipeline import paths, world_stages
     from eval_pipeline.fixtures.frozen import load_fixtures
     from eval_pipeline.lanes.store import read_identities
+    from eval_pipeline.lanes.sweep import load_sweep_config
     from eval_pipeline.scoring.store import read_scores
     from eval_pipeline.tracking.provenance import code_version
     from eval_pipeline.tracking.sweep import log_sweep
@@ -78,6 +79,7 @@ def sweep_tracking_asset(
         world=fixture_set.manifest.world,
         code=code_version(),
         name=f"sweep {context.run.run_id[:8]}",
+        compare_against=load_sweep_config().compare_against,
         tags={
             "dagster.run_id": context.run.run_id,
             "dagster.asset_key": context.asset_key.to_user_string(),

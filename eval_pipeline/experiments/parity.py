@@ -17,19 +17,16 @@ Verdicts (Δ = candidate − reference, m = margin, [lo, hi] the interval):
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import mean
 from typing import Literal
 
-import numpy as np
-
 from eval_pipeline import paths
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
-from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.aggregate import majority, summarize_lane
+from eval_pipeline.scoring.aggregate import summarize_lane
+from eval_pipeline.scoring.compare import case_values, category_gaps, paired_difference
 from eval_pipeline.scoring.gate import (
     GATE_LANE,
     GateConfig,
@@ -40,8 +37,6 @@ from eval_pipeline.scoring.gate import (
 from eval_pipeline.scoring.score import CaseScore
 
 Verdict = Literal["confirmed", "refuted", "inconclusive"]
-BOOTSTRAP_RESAMPLES = 4000
-BOOTSTRAP_SEED = 20261130
 UNHEARD = ("infra_error", "harness_error", "judge_error")
 
 
@@ -117,28 +112,6 @@ class ParityReport(FrozenRecord):
     before this field existed are parity reports."""
 
 
-def case_values(scores: Sequence[CaseScore], metric: str) -> dict[str, float]:
-    """Each case's value in points over the seeds it was scored in."""
-    by_case: dict[str, list[float]] = defaultdict(list)
-    for score in scores:
-        if score.score is not None:
-            by_case[score.case_id].append(score.score)
-    if metric == "majority_pass":
-        return {case: 100.0 * bool(majority(values)) for case, values in by_case.items()}
-    return {case: 100.0 * mean(values) for case, values in by_case.items()}
-
-
-def bootstrap(differences: Sequence[float], confidence: float) -> tuple[float, float]:
-    """Percentile interval of the mean difference, resampling cases (pairs stay pairs)."""
-    values = np.asarray(differences, dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    picks = rng.integers(0, len(values), size=(BOOTSTRAP_RESAMPLES, len(values)))
-    means = values[picks].mean(axis=1)
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def verdict_for(kind: str, margin: float, low: float, high: float) -> Verdict:
     if kind == "equivalence":
         if -margin < low and high < margin:
@@ -195,21 +168,20 @@ def compare(
     scores: Mapping[str, Sequence[CaseScore]],
     summaries: Mapping[str, ArmSummary],
 ) -> Comparison:
-    ref_values = case_values(scores[reference], spec.primary_metric)
-    cand_values = case_values(scores[candidate], spec.primary_metric)
-    shared = sorted(set(ref_values) & set(cand_values))
-    every_case = {s.case_id for arm in (reference, candidate) for s in scores[arm]}
-    left_out = {
-        reference: len(every_case - set(ref_values)),
-        candidate: len(every_case - set(cand_values)),
-    }
-    reasons: list[str] = []
-    if not shared:
+    paired = paired_difference(
+        reference,
+        scores[reference],
+        candidate,
+        scores[candidate],
+        metric=spec.primary_metric,
+        confidence=spec.confidence,
+    )
+    if paired.difference is None or paired.low is None or paired.high is None:
         return Comparison(
             reference=reference,
             candidate=candidate,
             shared_cases=0,
-            left_out=left_out,
+            left_out=paired.left_out,
             difference=None,
             low=None,
             high=None,
@@ -220,22 +192,13 @@ def compare(
             reasons=("no case was scored in both arms",),
             categories=(),
         )
-    differences = [cand_values[c] - ref_values[c] for c in shared]
-    low, high = bootstrap(differences, spec.confidence)
+    low, high = paired.low, paired.high
     verdict = verdict_for(spec.kind, spec.margin, low, high)
-    reasons.append(
-        f"Δ {mean(differences):+.2f} points, {100 * spec.confidence:.0f}% interval "
+    reasons = [
+        f"Δ {paired.difference:+.2f} points, {100 * spec.confidence:.0f}% interval "
         f"[{low:+.2f}, {high:+.2f}] against margin {spec.margin:g} ({spec.kind})"
-    )
-    ref_pass = _passes(scores[reference])
-    cand_pass = _passes(scores[candidate])
-    reference_only = sum(1 for c in shared if ref_pass.get(c) and not cand_pass.get(c))
-    candidate_only = sum(1 for c in shared if cand_pass.get(c) and not ref_pass.get(c))
-    discordant = reference_only + candidate_only
-    from scipy.stats import binomtest  # 2 s to import: only where a test is computed
-
-    p_value = float(binomtest(candidate_only, discordant, 0.5).pvalue) if discordant else 1.0
-    categories = _categories(spec, scores[reference], shared, ref_values, cand_values)
+    ]
+    categories = _categories(spec, scores[reference], scores[candidate])
     broken = [c.category for c in categories if c.breaks_rule]
     if verdict == "confirmed" and broken:
         verdict = "refuted"
@@ -253,53 +216,45 @@ def compare(
     return Comparison(
         reference=reference,
         candidate=candidate,
-        shared_cases=len(shared),
-        left_out=left_out,
-        difference=mean(differences),
+        shared_cases=paired.shared_cases,
+        left_out=paired.left_out,
+        difference=paired.difference,
         low=low,
         high=high,
-        mcnemar_reference_only=reference_only,
-        mcnemar_candidate_only=candidate_only,
-        mcnemar_p=p_value,
+        mcnemar_reference_only=paired.reference_only,
+        mcnemar_candidate_only=paired.candidate_only,
+        mcnemar_p=paired.mcnemar_p,
         verdict=verdict,
         reasons=tuple(reasons),
         categories=tuple(categories),
     )
 
 
-def _passes(scores: Sequence[CaseScore]) -> dict[str, bool]:
-    return {case: value == 100.0 for case, value in case_values(scores, "majority_pass").items()}
-
-
 def _categories(
     spec: ExperimentSpec,
     reference_scores: Sequence[CaseScore],
-    shared: Sequence[str],
-    ref_values: Mapping[str, float],
-    cand_values: Mapping[str, float],
+    candidate_scores: Sequence[CaseScore],
 ) -> list[CategoryDifference]:
-    category_of = {s.case_id: s.category for s in reference_scores}
-    rows: list[CategoryDifference] = []
     rule = spec.category_rule
-    for category in CATEGORIES:
-        cases = [c for c in shared if category_of.get(c) == category]
-        if not cases:
-            continue
-        diffs = [cand_values[c] - ref_values[c] for c in cases]
-        low, high = bootstrap(diffs, spec.confidence)
-        small = len(cases) < rule.min_cases
-        difference = mean(diffs)
+    rows: list[CategoryDifference] = []
+    for gap in category_gaps(
+        reference_scores,
+        candidate_scores,
+        metric=spec.primary_metric,
+        confidence=spec.confidence,
+    ):
+        small = gap.shared < rule.min_cases
         rows.append(
             CategoryDifference(
-                category=category,
-                shared=len(cases),
-                reference=mean(ref_values[c] for c in cases),
-                candidate=mean(cand_values[c] for c in cases),
-                difference=difference,
-                low=low,
-                high=high,
+                category=gap.category,
+                shared=gap.shared,
+                reference=gap.reference,
+                candidate=gap.candidate,
+                difference=gap.difference,
+                low=gap.low,
+                high=gap.high,
                 small_n=small,
-                breaks_rule=not small and _breaks(spec.kind, rule.max_difference, difference),
+                breaks_rule=not small and _breaks(spec.kind, rule.max_difference, gap.difference),
             )
         )
     return rows

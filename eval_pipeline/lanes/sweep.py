@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.lanes.records import Lane
@@ -24,6 +24,9 @@ class SweepConfig(FrozenRecord):
     experiments: tuple[str, ...] = ()
     """Pre-registered experiments (ids in configs/experiments) the main job runs after the
     lanes and before the report; the schedule runs only the lanes."""
+    compare_against: str | None = None
+    """A model of the sweep every other is compared with in the headline; unset, every
+    pair is compared (each model against the leader beyond a handful of models)."""
 
     @field_validator("models", "seeds", "experiments")
     @classmethod
@@ -32,6 +35,15 @@ class SweepConfig(FrozenRecord):
         if repeated:
             raise ValueError(f"listed twice: {', '.join(repeated)}")
         return value
+
+    @model_validator(mode="after")
+    def _reference_is_swept(self) -> SweepConfig:
+        if self.compare_against is not None and self.compare_against not in self.models:
+            raise ValueError(
+                f"compare_against: {self.compare_against!r} is not one of the sweep's models "
+                f"({', '.join(self.models)})"
+            )
+        return self
 
     @field_validator("seeds")
     @classmethod

@@ -116,6 +116,14 @@ def echo_headline(results: JobOutcome) -> None:
             "‡ never heard, † budget-stopped"
         )
         click.echo("\n".join("  " + line for line in headline.splitlines()))
+    comparisons = summary.get("comparisons")
+    if isinstance(comparisons, str) and comparisons:
+        click.echo(
+            "\nWho leads: paired difference over shared cases (candidate − reference, "
+            "points), 95% bootstrap interval, McNemar p on the majority vote, and the seed "
+            "noise floor (a model against itself)"
+        )
+        click.echo("\n".join("  " + line for line in comparisons.splitlines()))
 
 
 def echo_gate(results: JobOutcome) -> None:

@@ -23,6 +23,7 @@ from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import Provenance, RefBook, chain
 from eval_pipeline.report.sweep import SweepReport, build_sweep_report, headline_table
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores
+from eval_pipeline.scoring.compare import ModelComparison, lane_comparisons
 from eval_pipeline.scoring.store import read_scores
 from eval_pipeline.tracking.provenance import CodeVersion
 
@@ -44,6 +45,8 @@ class SweepReportInputs(FrozenRecord):
     world_fingerprint: str
     scorer_version: str
     summaries: tuple[LaneSummary, ...]
+    comparisons: tuple[ModelComparison, ...] = ()
+    """Per lane, the models compared pairwise (who leads, by how much)."""
     settings_hashes: dict[tuple[str, str], tuple[str, ...]]
     """The lane settings each (lane, model)'s scores were made under."""
     calls: dict[tuple[str, str], int]
@@ -66,9 +69,12 @@ def sweep_report_dir() -> Path:
     return paths.var_dir() / "reports" / "sweep"
 
 
-def read_report_inputs(conn: duckdb.DuckDBPyConnection) -> SweepReportInputs:
+def read_report_inputs(
+    conn: duckdb.DuckDBPyConnection, compare_against: str | None = None
+) -> SweepReportInputs:
     """The scores of the fixture set the warehouse records as current, and what stands
-    behind them; refuses none, or several scorer versions (then a regrade is due)."""
+    behind them; refuses none, or several scorer versions (then a regrade is due). Models
+    are compared pairwise, or each against `compare_against`."""
     fixture_set = load_fixtures(world_stages.recorded_fixture_path(conn))
     scores = [s for s in read_scores(conn) if s.fixture_id == fixture_set.fixture_id]
     identities = read_identities(conn)
@@ -89,6 +95,7 @@ def read_report_inputs(conn: duckdb.DuckDBPyConnection) -> SweepReportInputs:
         world_fingerprint=world.fingerprint,
         scorer_version=scorers[0],
         summaries=tuple(summaries),
+        comparisons=tuple(lane_comparisons(scores, compare_against)),
         settings_hashes=hashes,
         calls=distinct_call_counts(conn, hashes),
         simulated=all(
@@ -153,6 +160,7 @@ def publish_sweep_report(
         inputs.settings_hashes,
         provenance(dagster_run_id),
         parity,
+        comparisons=inputs.comparisons,
         simulated=inputs.simulated,
         not_shown=unreadable,
     )

@@ -17,6 +17,11 @@ from typing import Literal
 from eval_pipeline.experiments.parity import Comparison, ParityReport
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import CategoryRow, LaneSummary
+from eval_pipeline.scoring.compare import (
+    ComparisonStatistic,
+    ModelComparison,
+    format_comparison_statistic,
+)
 
 Statistic = Literal["mean", "low", "high", "n", "infra", "budget"]
 ExperimentStatistic = Literal[
@@ -34,7 +39,7 @@ STATISTICS: tuple[Statistic, ...] = ("mean", "low", "high", "n", "infra", "budge
 BLOCK_START = "<!-- evalp:references "
 BLOCK_END = " -->"
 NUMBER_LINK = re.compile(
-    r"\[(?P<text>[-+]?\d[\d,]*(?:\.\d+)?%?)\]\(#(?P<ref>[rx]-[A-Za-z0-9._-]+)\)"
+    r"\[(?P<text>[-+]?\d[\d,]*(?:\.\d+)?%?)\]\(#(?P<ref>[rxc]-[A-Za-z0-9._-]+)\)"
 )
 BLOCK = re.compile(re.escape(BLOCK_START) + r"(?P<json>\{.*?\})" + re.escape(BLOCK_END), re.DOTALL)
 
@@ -80,10 +85,23 @@ class ExperimentNumberRef(FrozenRecord):
     statistic: ExperimentStatistic
 
 
+class ComparisonNumberRef(FrozenRecord):
+    """A number of the headline's comparison of two models of one lane, re-derived by the
+    audit from both models' re-scored runs (the same ones behind their headline numbers)."""
+
+    ref: str
+    text: str
+    lane: str
+    candidate: str
+    reference: str
+    statistic: ComparisonStatistic
+
+
 class References(FrozenRecord):
     provenance: Provenance
     numbers: tuple[NumberRef, ...]
     experiment_numbers: tuple[ExperimentNumberRef, ...] = ()
+    comparison_numbers: tuple[ComparisonNumberRef, ...] = ()
 
     def block(self) -> str:
         return BLOCK_START + self.model_dump_json() + BLOCK_END
@@ -121,6 +139,10 @@ def experiment_ref_id(experiment: str, candidate: str, statistic: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"x-{experiment}-{candidate}-{statistic}")
 
 
+def comparison_ref_id(lane: str, candidate: str, reference: str, statistic: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"c-{lane}-{candidate}-vs-{reference}-{statistic}")
+
+
 def ref_id(lane: str, model: str, category: str, statistic: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"r-{lane}-{model}-{category}-{statistic}")
 
@@ -132,6 +154,25 @@ class RefBook:
         self._hashes = settings_hashes
         self.numbers: dict[str, NumberRef] = {}
         self.experiment_numbers: dict[str, ExperimentNumberRef] = {}
+        self.comparison_numbers: dict[str, ComparisonNumberRef] = {}
+
+    def comparison_number(self, comparison: ModelComparison, statistic: ComparisonStatistic) -> str:
+        """A comparison's statistic as a linked number, or an en dash without a value."""
+        text = format_comparison_statistic(comparison, statistic)
+        if text is None:
+            return "–"
+        ref = comparison_ref_id(
+            comparison.lane, comparison.candidate, comparison.reference, statistic
+        )
+        self.comparison_numbers[ref] = ComparisonNumberRef(
+            ref=ref,
+            text=text,
+            lane=comparison.lane,
+            candidate=comparison.candidate,
+            reference=comparison.reference,
+            statistic=statistic,
+        )
+        return f"[{text}](#{ref})"
 
     def experiment_number(
         self, report: ParityReport, comparison: Comparison, statistic: ExperimentStatistic
@@ -175,6 +216,7 @@ class RefBook:
             provenance=provenance,
             numbers=tuple(self.numbers.values()),
             experiment_numbers=tuple(self.experiment_numbers.values()),
+            comparison_numbers=tuple(self.comparison_numbers.values()),
         )
 
 

@@ -32,6 +32,7 @@ from eval_pipeline.report.refs import (
     audited_table_marker,
 )
 from eval_pipeline.scoring.aggregate import LaneSummary
+from eval_pipeline.scoring.compare import ModelComparison, comparisons_markdown
 
 
 class SweepReport(FrozenRecord):
@@ -243,7 +244,9 @@ def plot_ablation(report: ParityReport) -> str:
     return _png(figure)
 
 
-def _tables(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
+def _tables(
+    summaries: Sequence[LaneSummary], book: RefBook, comparisons: Sequence[ModelComparison]
+) -> list[str]:
     lines = [
         "## Headline",
         "",
@@ -254,6 +257,7 @@ def _tables(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]:
         "",
     ]
     lines += headline_table(summaries, book)
+    lines += ["", "## Who leads", "", *comparisons_table(comparisons, book)]
     lines += [
         "",
         "## Per category",
@@ -315,6 +319,16 @@ def headline_table(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]
     return lines
 
 
+def comparisons_table(comparisons: Sequence[ModelComparison], book: RefBook) -> list[str]:
+    """Per lane, each pair of models: the paired gap, its interval, McNemar and the seed
+    noise floor, every number linked to what re-derives it."""
+    table = comparisons_markdown(comparisons, book.comparison_number)
+    if not comparisons:
+        return [table]
+    legend, blank, *rows = table.splitlines()
+    return [legend, blank, audited_table_marker(4), *rows]
+
+
 def experiments_table(reports: Sequence[ParityReport], book: RefBook) -> list[str]:
     if not reports:
         return []
@@ -362,6 +376,7 @@ def build_sweep_report(
     provenance: Provenance,
     parity: Sequence[ParityReport] = (),
     *,
+    comparisons: Sequence[ModelComparison] = (),
     title: str = "Sweep report",
     simulated: bool = True,
     not_shown: Sequence[str] = (),
@@ -386,7 +401,7 @@ def build_sweep_report(
             "real model.",
             "",
         ]
-    lines += _tables(summaries, book)
+    lines += _tables(summaries, book, comparisons)
     lines += ["", *experiments_table(parity, book)]
     lines += [f"Not shown: {line}" for line in not_shown]
     lines += ["", "## Plots", ""]

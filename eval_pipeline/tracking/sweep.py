@@ -11,6 +11,7 @@ tables as artifacts. Nothing here reads a key: configs name the variables keys l
 from __future__ import annotations
 
 import json
+import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -20,6 +21,12 @@ from eval_pipeline.fixtures.frozen import WorldProvenance
 from eval_pipeline.lanes.records import LaneIdentity
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_lane, summary_markdown
+from eval_pipeline.scoring.compare import (
+    ModelComparison,
+    comparisons_markdown,
+    lane_comparisons,
+    leaders,
+)
 from eval_pipeline.scoring.score import CaseScore
 from eval_pipeline.tracking.provenance import CodeVersion
 from eval_pipeline.tracking.runs import (
@@ -89,6 +96,40 @@ def summary_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
     return metrics
 
 
+def comparison_metrics(comparisons: Sequence[ModelComparison]) -> dict[str, float]:
+    """Each comparison's gap, interval, noise floor and McNemar p, as metrics named by lane
+    and pair; a statistic without a value is left out."""
+    metrics: dict[str, float] = {}
+    for c in comparisons:
+        prefix = f"compare.{c.lane}.{c.candidate}_vs_{c.reference}."
+        values = {
+            "difference": c.paired.difference,
+            "low": c.paired.low,
+            "high": c.paired.high,
+            "shared": c.paired.shared_cases,
+            "noise_floor": c.noise_floor,
+            "mcnemar_p": c.paired.mcnemar_p,
+        }
+        metrics.update({prefix + k: float(v) for k, v in values.items() if v is not None})
+    return metrics
+
+
+def comparison_table(comparisons: Sequence[ModelComparison]) -> dict[str, list[object]]:
+    """The comparisons as columns, for MLflow's table view."""
+    return {
+        "lane": [c.lane for c in comparisons],
+        "candidate": [c.candidate for c in comparisons],
+        "reference": [c.reference for c in comparisons],
+        "reading": [c.reading for c in comparisons],
+        "difference": [c.paired.difference for c in comparisons],
+        "low": [c.paired.low for c in comparisons],
+        "high": [c.paired.high for c in comparisons],
+        "shared_cases": [c.paired.shared_cases for c in comparisons],
+        "noise_floor": [c.noise_floor for c in comparisons],
+        "mcnemar_p": [c.paired.mcnemar_p for c in comparisons],
+    }
+
+
 def _identity_params(identity: LaneIdentity | None) -> dict[str, str]:
     if identity is None:
         return {}
@@ -109,9 +150,11 @@ def log_sweep(
     name: str,
     tags: Mapping[str, str],
     artifacts: Mapping[str, str] | None = None,
+    compare_against: str | None = None,
 ) -> SweepTracking:
-    """Log one sweep's stored scores: the parent run, then one nested run per lane ×
-    model × seed. A failure part-way marks the runs it opened FAILED, never FINISHED."""
+    """Log one sweep's stored scores: the parent run (with the models compared pairwise,
+    or each against `compare_against`), then one nested run per lane × model × seed. A
+    failure part-way marks the runs it opened FAILED, never FINISHED."""
     fixture_id = _one_fixture_set(scores, identities)
     experiment_name = sweep_experiment_name(fixture_id)
     experiment = experiment_id(client, experiment_name, store)
@@ -139,6 +182,7 @@ def log_sweep(
             code,
             artifacts or {},
             seeds=sorted({seed for _, _, seed in groups}),
+            compare_against=compare_against,
         )
         for (lane, model, seed), rows in sorted(groups.items()):
             run_name = f"{model} · {lane} · seed {seed}"
@@ -204,9 +248,10 @@ def _log_parent(
     artifacts: Mapping[str, str],
     *,
     seeds: Sequence[int],
+    compare_against: str | None = None,
 ) -> int:
-    """The sweep's own run: each lane and model's summary, over its seeds; returns how many
-    metrics it logged."""
+    """The sweep's own run: each lane and model's summary over its seeds, and who leads
+    each lane by how much; returns how many metrics it logged."""
     by_lane_model: dict[tuple[str, str], list[CaseScore]] = defaultdict(list)
     for score in scores:
         by_lane_model[(score.lane, score.model)].append(score)
@@ -214,6 +259,8 @@ def _log_parent(
     metrics: dict[str, float] = {}
     for summary in summaries:
         metrics.update(summary_metrics(summary, f"{summary.lane}.{summary.model}."))
+    comparisons = lane_comparisons(scores, compare_against)
+    metrics.update(comparison_metrics(comparisons))
     log_values(
         client,
         parent,
@@ -224,12 +271,23 @@ def _log_parent(
             "seeds": json.dumps(list(seeds)),
         },
         metrics=metrics,
+        tags={
+            f"evalp.leader.{lane}": leader or "no clear leader"
+            for lane, leader in leaders(comparisons).items()
+        },
     )
+    if comparisons:
+        with warnings.catch_warnings():
+            # MLflow's table logger calls a pandas API pandas 3 deprecates (MLflow 3.17):
+            # its warning, not ours, would otherwise land on the user's terminal.
+            warnings.filterwarnings("ignore", message="For backward compatibility, 'str' dtypes")
+            client.log_table(parent, comparison_table(comparisons), "comparisons.json")
     log_texts(
         client,
         parent,
         {
             "sweep_summary.md": summary_markdown(summaries) + "\n",
+            "comparisons.md": comparisons_markdown(comparisons) + "\n",
             "lane_summaries.json": json.dumps(
                 [json.loads(s.model_dump_json()) for s in summaries], indent=1
             ),

@@ -889,3 +889,74 @@ def test_a_document_under_several_settings_lists_them_all(tmp_path: Path) -> Non
         "product/m/0: the stored runs are under settings s2, the document's under s, s1 "
         "(re-run since it was published)"
     )
+
+
+def two_models_document(
+    scores: Sequence[CaseScore], headline_models: Sequence[str] = ("m", "m2")
+) -> str:
+    """A report's headline and its "Who leads" table for models m and m2, as the sweep
+    report writes them (one RefBook for both)."""
+    from eval_pipeline.report.sweep import comparisons_table
+    from eval_pipeline.scoring.compare import lane_comparisons
+
+    book = RefBook({("product", "m"): ("s",), ("product", "m2"): ("s",)})
+    headline = [
+        audited_table_marker(1),
+        "| model | score |",
+        "|---|---:|",
+        *(
+            f"| {model} | "
+            + book.number(
+                summarize_lane("product", model, [s for s in scores if s.model == model]),
+                "all",
+                "mean",
+            )
+            + " |"
+            for model in headline_models
+        ),
+    ]
+    table = comparisons_table(lane_comparisons(scores), book)
+    return "\n".join(
+        ["# Sweep", "", *headline, "", *table, "", book.references(provenance()).block(), ""]
+    )
+
+
+def test_the_who_leads_numbers_are_re_derived_from_both_models_runs(tmp_path: Path) -> None:
+    """Finding of issue 28: the headline gave no difference between models; the report's
+    comparisons are numbers like any other, so each is re-derived and a tampered one named."""
+    first, second = two_cases()
+    strong = [
+        case_run(case, f"ANSWER: {case.expected}", seed).model_copy(update={"model": "m2"})
+        for seed in (0, 1)
+        for case in (first, second)
+    ]
+    runs = right_and_wrong(0) + right_and_wrong(1) + strong
+    con = warehouse(tmp_path, runs)
+    with_envelopes(con, runs)
+    text = two_models_document(scores_of(runs))
+    assert "[+50.0](#c-product-m2-vs-m-difference)" in text  # m2 right on both, m on one
+    result = audit(text, con)
+    assert result.problems == ()
+    compared = {n.ref: n for n in result.numbers if n.ref.startswith("c-")}
+    assert {ref: (n.printed, n.derived) for ref, n in compared.items()} == {
+        "c-product-m2-vs-m-difference": ("+50.0", "+50.0"),
+        "c-product-m2-vs-m-low": ("+0.0", "+0.0"),
+        "c-product-m2-vs-m-high": ("+100.0", "+100.0"),
+        "c-product-m2-vs-m-shared": ("2", "2"),
+        "c-product-m2-vs-m-noise_floor": ("0.0", "0.0"),
+        "c-product-m2-vs-m-mcnemar_p": ("1.000", "1.000"),
+    }
+    assert compared["c-product-m2-vs-m-difference"].chain.startswith(
+        "comparison product: m2 − m, paired over the re-scored runs of both: sweep_report @"
+    )
+    tampered = text.replace(
+        "[+50.0](#c-product-m2-vs-m-difference)", "[+60.0](#c-product-m2-vs-m-difference)"
+    )
+    assert audit(tampered, con).problems == (
+        "c-product-m2-vs-m-difference: the document prints +60.0, its reference recorded +50.0",
+        "c-product-m2-vs-m-difference: printed +60.0, re-derived +50.0",
+    )
+    # A comparison whose model has no headline numbers (so no re-scored runs) re-derives
+    # nothing rather than something made up.
+    problems = audit(two_models_document(scores_of(runs), ("m",)), con).problems
+    assert "c-product-m2-vs-m-difference: printed +50.0, re-derived nothing" in problems

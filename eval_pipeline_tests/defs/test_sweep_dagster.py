@@ -5,6 +5,7 @@ blocks; `regrade` reproduces the stored scores with no call to the provider."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -353,6 +354,18 @@ def test_the_sweep_is_tracked_in_mlflow_as_a_parent_run_with_a_run_per_lane_mode
     assert metrics["cost_micro_usd"] == int(metrics["cost_micro_usd"])
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"sweep_summary.md", "lane_summaries.json", "packages.txt"} <= artifacts
+    # Who leads, by how much: the pair's paired gap, its interval and the noise floor on
+    # the parent run, its leader as a tag, the table as an MLflow table (issue 28).
+    pair = "compare.product.sim-strong_vs_sim-small."
+    assert {pair + s for s in ("difference", "low", "high", "noise_floor", "mcnemar_p")} <= set(
+        parent.data.metrics
+    )
+    assert parent.data.metrics[pair + "difference"] > 0
+    assert parent.data.tags["evalp.leader.product"] in ("sim-strong", "no clear leader")
+    assert {"comparisons.json", "comparisons.md"} <= artifacts
+    summary = _metadata(result)["sweep_summary"]
+    assert "product lane:" in str(summary["comparisons"])
+    assert "sim-strong" in str(summary["comparisons"]).split("product lane:")[1].splitlines()[1]
 
 
 def test_an_unreachable_mlflow_server_fails_tracking_naming_it_and_keeps_the_scores(
@@ -405,7 +418,17 @@ def test_the_report_audits_clean_and_an_edited_number_is_named(
     text = report.read_text()
     result = audit_of(text, instance)
     assert result.clean, result.problems
-    assert len(result.numbers) == 4 * 6 + 4 * 10 * 6  # headline + per category, 6 numbers each
+    # headline + per category, 6 numbers each; then who leads: one pair a lane, 6 numbers
+    assert len(result.numbers) == 4 * 6 + 4 * 10 * 6 + 2 * 6
+    assert {n.ref for n in result.numbers if n.ref.startswith("c-")} == {
+        f"c-{lane}-{pair}-{statistic}"
+        for lane, pair in (
+            ("model", _leader_pair(text, "model")),
+            ("product", "sim-strong-vs-sim-small"),
+        )
+        for statistic in ("difference", "low", "high", "shared", "noise_floor", "mcnemar_p")
+    }
+    assert "## Who leads" in text
     assert all("→ MLflow run" in n.chain and "call envelopes" in n.chain for n in result.numbers)
     html = report.with_name("report.html").read_text()
     assert html.count("data:image/png;base64,") >= 5 and "evalp:references" in html
@@ -419,6 +442,45 @@ def test_the_report_audits_clean_and_an_edited_number_is_named(
     bare = text.replace(f"[{printed}](#{ref})", printed)
     problems = audit_of(bare, instance).problems
     assert any(p.startswith("number without a reference") and printed in p for p in problems)
+
+
+def _leader_pair(report: str, lane: str) -> str:
+    """The pair as the report orients it in `lane` (the model ahead first)."""
+    found = re.search(rf"#c-{lane}-(sim-[a-z]+-vs-sim-[a-z]+)-difference", report)
+    assert found, f"no {lane} comparison in the report"
+    return found.group(1)
+
+
+def test_evalp_compare_prints_who_leads_with_its_interval_noise_and_categories(
+    swept: tuple[Path, dg.DagsterInstance],
+) -> None:
+    """`evalp compare` on the stored runs: a pair of models in a lane, one model across its
+    two lanes, and a side that names nothing stored (one line naming what is)."""
+    from click.testing import CliRunner
+
+    from eval_pipeline.cli import main
+
+    result = CliRunner().invoke(main, ["compare", "sim-strong", "sim-small"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert re.match(
+        r"sim-strong:product (leads|vs) sim-small:product.*: \+\d+\.\d points \[", lines[0]
+    ), lines[0]
+    assert "McNemar p = " in lines[0] and "seed noise floor ±" in lines[0]
+    assert any(line.startswith("  sim-small:product: seeds 0,1,2, seed noise ±") for line in lines)
+    assert "Per category (paired, points; Δ = candidate − reference):" in lines
+    assert any(line.strip().startswith("royalty_math") for line in lines)
+    across = CliRunner().invoke(main, ["compare", "sim-strong:product", "sim-strong:model"])
+    assert across.exit_code == 0, across.output
+    assert "sim-strong:product" in across.stdout.splitlines()[0]
+    one_seed = CliRunner().invoke(main, ["compare", "sim-strong", "sim-small", "--seeds", "0"])
+    assert "noise floor unknown (one seed)" in one_seed.stdout.splitlines()[0]
+    missing = CliRunner().invoke(main, ["compare", "sim-nothing", "sim-small"])
+    assert missing.exit_code == 2
+    assert missing.stderr.strip() == (
+        "error: no stored scores for sim-nothing:product; stored: sim-small:model, "
+        "sim-small:product, sim-strong:model, sim-strong:product"
+    )
 
 
 def test_an_audit_fails_when_envelopes_are_deleted_or_the_fixture_set_is_tampered(

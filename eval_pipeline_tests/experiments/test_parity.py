@@ -18,12 +18,8 @@ from scipy.stats import binomtest
 
 from eval_pipeline import paths
 from eval_pipeline.experiments.parity import (
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
     _breaks,
     arm_summary,
-    bootstrap,
-    case_values,
     experiment_reports_dir,
     parity_report,
     report_markdown,
@@ -31,6 +27,12 @@ from eval_pipeline.experiments.parity import (
 )
 from eval_pipeline.experiments.spec import ExperimentSpec
 from eval_pipeline.scoring.aggregate import summarize_lane
+from eval_pipeline.scoring.compare import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap,
+    case_values,
+)
 from eval_pipeline.scoring.gate import Baseline, GateConfig, evaluate_gate, gate_markdown
 from eval_pipeline.scoring.score import CaseScore
 
