@@ -8,6 +8,7 @@ attaches what :func:`publish_sweep_report` returns.
 from __future__ import annotations
 
 import base64
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from eval_pipeline.lanes.store import distinct_call_counts, read_identities
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import Provenance, RefBook, chain
 from eval_pipeline.report.sweep import SweepReport, build_sweep_report, headline_table
+from eval_pipeline.report.transcript import Transcript, failed, read_transcripts
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores
 from eval_pipeline.scoring.compare import ModelComparison, lane_comparisons
 from eval_pipeline.scoring.store import read_scores
@@ -47,6 +49,8 @@ class SweepReportInputs(FrozenRecord):
     summaries: tuple[LaneSummary, ...]
     comparisons: tuple[ModelComparison, ...] = ()
     """Per lane, the models compared pairwise (who leads, by how much)."""
+    failing: tuple[Transcript, ...] = ()
+    """Every case run that failed (below 0.5, or never scored), with its transcript."""
     settings_hashes: dict[tuple[str, str], tuple[str, ...]]
     """The lane settings each (lane, model)'s scores were made under."""
     calls: dict[tuple[str, str], int]
@@ -96,6 +100,11 @@ def read_report_inputs(
         scorer_version=scorers[0],
         summaries=tuple(summaries),
         comparisons=tuple(lane_comparisons(scores, compare_against)),
+        failing=tuple(
+            read_transcripts(
+                conn, {c.case_id: c for c in fixture_set.cases}, [s for s in scores if failed(s)]
+            )
+        ),
         settings_hashes=hashes,
         calls=distinct_call_counts(conn, hashes),
         simulated=all(
@@ -161,6 +170,7 @@ def publish_sweep_report(
         provenance(dagster_run_id),
         parity,
         comparisons=inputs.comparisons,
+        failing=inputs.failing,
         simulated=inputs.simulated,
         not_shown=unreadable,
     )
@@ -169,6 +179,11 @@ def publish_sweep_report(
     (folder / "report.html").write_text(report.html, encoding="utf-8")
     for name, png in report.plots.items():
         (folder / "plots" / f"{name}.png").write_bytes(base64.b64decode(png))
+    # A previous report's transcripts would be links to runs this report does not show.
+    shutil.rmtree(folder / "transcripts", ignore_errors=True)
+    for relative, page in report.pages.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(page, encoding="utf-8")
     # The README's block references the numbers of its own table: one book for both.
     book = RefBook(inputs.settings_hashes)
     headline = headline_table(inputs.summaries, book)

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from markdown_it import MarkdownIt
 from matplotlib.figure import Figure
+from pydantic import Field
 
 from eval_pipeline.experiments.parity import ParityReport
 from eval_pipeline.fixtures.case import CATEGORIES
@@ -31,6 +32,12 @@ from eval_pipeline.report.refs import (
     References,
     audited_table_marker,
 )
+from eval_pipeline.report.transcript import (
+    Transcript,
+    failing_tier,
+    transcript_html,
+    transcript_path,
+)
 from eval_pipeline.scoring.aggregate import LaneSummary
 from eval_pipeline.scoring.compare import ModelComparison, comparisons_markdown
 
@@ -41,6 +48,8 @@ class SweepReport(FrozenRecord):
     references: References
     plots: dict[str, str]
     """PNG plots by name, base64."""
+    pages: dict[str, str] = Field(default_factory=dict)
+    """Further HTML pages by path relative to the report (each failed case's transcript)."""
 
 
 def _png(figure: Figure) -> str:
@@ -319,6 +328,58 @@ def headline_table(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]
     return lines
 
 
+FAILING_SHOWN = 40
+"""Failing cases listed per lane and model; the rest are counted and `evalp show` prints
+any of them."""
+
+
+def _cell(text: str | None, limit: int = 60) -> str:
+    shown = "–" if text is None else " ".join(text.split())
+    shown = shown if len(shown) <= limit else shown[: limit - 1] + "…"
+    return shown.replace("|", "\\|")
+
+
+def failing_cases(summaries: Sequence[LaneSummary], failing: Sequence[Transcript]) -> list[str]:
+    """Per lane and model, the cases that failed in some seed, with what failed them and
+    a link per failed seed to its transcript."""
+    lines = [
+        "## Failing cases",
+        "",
+        "A case fails in a seed when it scores below 0.5 or is never scored (‡, †); each seed "
+        "links to that run's transcript (every turn, tool call and result, guard firing, the "
+        "final reply beside the expected answer). `evalp show CASE --model M --lane L` prints "
+        "the same in a terminal.",
+    ]
+    by_group: dict[tuple[str, str], dict[str, list[Transcript]]] = {}
+    for transcript in failing:
+        s = transcript.score
+        by_group.setdefault((s.lane, s.model), {}).setdefault(s.case_id, []).append(transcript)
+    for summary in summaries:
+        cases = by_group.get((summary.lane, summary.model), {})
+        total = summary.row(ALL).cases
+        lines += ["", f"### {summary.model}, {summary.lane} lane: {len(cases)} of {total} cases"]
+        if not cases:
+            lines += ["", "None failed in any seed."]
+            continue
+        lines += [
+            "",
+            "| case | category | failed in seed | failed at | expected | answer read |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case_id in sorted(cases)[:FAILING_SHOWN]:
+            runs = sorted(cases[case_id], key=lambda t: t.score.seed)
+            first = runs[0]
+            seeds = ", ".join(f"[{t.score.seed}]({transcript_path(t.score)})" for t in runs)
+            lines.append(
+                f"| {case_id} | {first.score.category} | {seeds} | "
+                f"{_cell(failing_tier(first.score))} | {_cell(first.case.expected)} | "
+                f"{_cell(first.score.answer)} |"
+            )
+        if len(cases) > FAILING_SHOWN:
+            lines += ["", f"…and {len(cases) - FAILING_SHOWN} more (`evalp show` prints any)."]
+    return lines
+
+
 def comparisons_table(comparisons: Sequence[ModelComparison], book: RefBook) -> list[str]:
     """Per lane, each pair of models: the paired gap, its interval, McNemar and the seed
     noise floor, every number linked to what re-derives it."""
@@ -377,6 +438,7 @@ def build_sweep_report(
     parity: Sequence[ParityReport] = (),
     *,
     comparisons: Sequence[ModelComparison] = (),
+    failing: Sequence[Transcript] = (),
     title: str = "Sweep report",
     simulated: bool = True,
     not_shown: Sequence[str] = (),
@@ -402,6 +464,7 @@ def build_sweep_report(
             "",
         ]
     lines += _tables(summaries, book, comparisons)
+    lines += ["", *failing_cases(summaries, failing)]
     lines += ["", *experiments_table(parity, book)]
     lines += [f"Not shown: {line}" for line in not_shown]
     lines += ["", "## Plots", ""]
@@ -415,6 +478,10 @@ def build_sweep_report(
         html=to_html(markdown, plots, title),
         references=references,
         plots=plots,
+        pages={
+            transcript_path(t.score): transcript_html(t, back="../../../report.html")
+            for t in failing
+        },
     )
 
 

@@ -483,6 +483,40 @@ def test_evalp_compare_prints_who_leads_with_its_interval_noise_and_categories(
     )
 
 
+def test_every_failed_case_in_the_report_links_to_its_transcript_and_show_prints_it(
+    reported: tuple[Path, dg.DagsterInstance, Path],
+) -> None:
+    """Issue 28: no way to see why a case failed. The report lists each lane and model's
+    failing cases; each failed seed is one click to a page with the run's transcript, and
+    `evalp show` prints the same run in a terminal."""
+    from click.testing import CliRunner
+
+    from eval_pipeline.cli import main
+
+    _, _, report = reported
+    text = report.read_text()
+    assert "## Failing cases" in text
+    links = re.findall(r"\[(\d+)\]\((transcripts/[^)]+\.html)\)", text)
+    assert links, "no failing case listed (sim-small fails some in every seed)"
+    html = report.with_name("report.html").read_text()
+    for _, link in links:
+        assert f'href="{link}"' in html  # one click from the HTML report
+        page = (report.parent / link).read_text()
+        assert "<h2>answer</h2>" in page and "expected (" in page and "final (" in page
+    seed, link = links[0]
+    lane, model, name = link.split("/")[1:4]
+    case_id = name.removesuffix(f"-seed{seed}.html")
+    shown = CliRunner().invoke(
+        main, ["show", case_id, "--model", model, "--lane", lane, "--seed", seed]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0].startswith(f"{case_id} (")
+    assert "failed at: " in shown.stdout and "[prompt]" in shown.stdout
+    missing = CliRunner().invoke(main, ["show", case_id, "--model", "sim-none"])
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith(f"error: no stored score of {case_id} for sim-none")
+
+
 def test_an_audit_fails_when_envelopes_are_deleted_or_the_fixture_set_is_tampered(
     reported: tuple[Path, dg.DagsterInstance, Path],
 ) -> None:
