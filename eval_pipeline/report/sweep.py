@@ -328,11 +328,6 @@ def headline_table(summaries: Sequence[LaneSummary], book: RefBook) -> list[str]
     return lines
 
 
-FAILING_SHOWN = 40
-"""Failing cases listed per lane and model; the rest are counted and `evalp show` prints
-any of them."""
-
-
 def _cell(text: str | None, limit: int = 60) -> str:
     shown = "–" if text is None else " ".join(text.split())
     shown = shown if len(shown) <= limit else shown[: limit - 1] + "…"
@@ -366,7 +361,7 @@ def failing_cases(summaries: Sequence[LaneSummary], failing: Sequence[Transcript
             "| case | category | failed in seed | failed at | expected | answer read |",
             "|---|---|---|---|---|---|",
         ]
-        for case_id in sorted(cases)[:FAILING_SHOWN]:
+        for case_id in sorted(cases):
             runs = sorted(cases[case_id], key=lambda t: t.score.seed)
             first = runs[0]
             seeds = ", ".join(f"[{t.score.seed}]({transcript_path(t.score)})" for t in runs)
@@ -375,8 +370,6 @@ def failing_cases(summaries: Sequence[LaneSummary], failing: Sequence[Transcript
                 f"{_cell(failing_tier(first.score))} | {_cell(first.case.expected)} | "
                 f"{_cell(first.score.answer)} |"
             )
-        if len(cases) > FAILING_SHOWN:
-            lines += ["", f"…and {len(cases) - FAILING_SHOWN} more (`evalp show` prints any)."]
     return lines
 
 
@@ -464,9 +457,9 @@ def build_sweep_report(
             "",
         ]
     lines += _tables(summaries, book, comparisons)
-    lines += ["", *failing_cases(summaries, failing)]
     lines += ["", *experiments_table(parity, book)]
     lines += [f"Not shown: {line}" for line in not_shown]
+    lines += ["", *failing_cases(summaries, failing)]
     lines += ["", "## Plots", ""]
     for name in plots:
         lines += [f"![{name}](plots/{name}.png)", ""]

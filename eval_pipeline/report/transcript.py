@@ -107,7 +107,8 @@ def transcript_blocks(transcript: Transcript) -> list[tuple[str, str]]:
             "run",
             f"status {run.status}, end reason {run.end_reason}; {run.turns} turn(s), "
             f"{run.tool_calls} tool call(s); guards fired: {guards or 'none'}\n"
-            f"cost {run.cost_usd.normalize():f} USD, {run.input_tokens + run.output_tokens:,} tokens, "
+            f"cost {run.cost_usd.normalize():f} USD, "
+            f"{run.input_tokens + run.output_tokens:,} tokens, "
             f"{len(run.call_ids)} model call(s), attempt {run.attempt}, "
             f"{run.elapsed_ms / 1000:.1f} s; run {run.run_id}, fixture set {run.fixture_id}",
         ),
