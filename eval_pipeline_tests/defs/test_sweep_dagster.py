@@ -6,6 +6,9 @@ blocks; `regrade` reproduces the stored scores with no call to the provider."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -515,6 +518,80 @@ def test_every_failed_case_in_the_report_links_to_its_transcript_and_show_prints
     missing = CliRunner().invoke(main, ["show", case_id, "--model", "sim-none"])
     assert missing.exit_code == 2
     assert missing.stderr.startswith(f"error: no stored score of {case_id} for sim-none")
+
+
+def test_the_sweep_exported_for_inspect_reads_back_with_inspects_reader_and_view_lists_it(
+    swept: tuple[Path, dg.DagsterInstance], tmp_path: Path
+) -> None:
+    """Issue 28: `evalp export inspect` writes a log per lane and model that Inspect AI's own
+    reader reads back (samples per case and seed, messages, scores, usage), and `inspect
+    view` lists every one."""
+    import json as json_module
+    import urllib.request
+
+    from click.testing import CliRunner
+    from inspect_ai.log import read_eval_log
+
+    from eval_pipeline.cli import main
+    from eval_pipeline_tests.test_ui import free_port
+
+    out = tmp_path / "inspect"
+    result = CliRunner().invoke(main, ["export", "inspect", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    conn = connect(paths.warehouse_path(), read_only=True)
+    try:
+        stored = {(s.lane, s.model, s.case_id, s.seed): s for s in read_scores(conn)}
+    finally:
+        conn.close()
+    logs = sorted(out.glob("*.eval"))
+    assert len(logs) == 2 * len(MODELS)
+    for path in logs:
+        log = read_eval_log(str(path))
+        lane = log.eval.metadata["lane"]  # type: ignore[index]
+        model = log.eval.model.split("/", 1)[1]
+        assert log.eval.model == f"simulated/{model}"
+        assert log.eval.metadata["provider"] == "the project's simulated provider"  # type: ignore[index]
+        assert log.samples is not None and len(log.samples) == 133 * len(SEEDS)
+        for sample in log.samples:
+            seed = sample.metadata["seed"]
+            score = stored[(lane, model, str(sample.id), seed)]
+            if score.score is None:
+                assert not sample.scores
+                continue
+            assert sample.scores is not None
+            assert sample.scores["evalp_case_score"].value == score.score
+            assert sample.messages[0].role == "user"
+        with_tools = [s for s in log.samples if any(m.role == "tool" for m in s.messages)]
+        assert (lane == "product") == bool(with_tools)
+        assert log.stats.model_usage[model].total_tokens > 0
+    port = free_port()
+    view = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("inspect")),
+            "view",
+            "--log-dir",
+            str(out),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        listed: dict[str, object] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/logs", timeout=5) as r:
+                    listed = json_module.loads(r.read())
+                break
+            except OSError:
+                time.sleep(0.5)
+        files = {Path(str(f["name"])).name for f in listed.get("files", [])}  # type: ignore[union-attr, index]
+        assert files == {path.name for path in logs}
+    finally:
+        view.terminate()
+        view.wait(timeout=30)
 
 
 def test_an_audit_fails_when_envelopes_are_deleted_or_the_fixture_set_is_tampered(
