@@ -120,10 +120,16 @@ def experiment_id(client: MlflowClient, name: str, store: TrackingStore) -> str:
 
     found = client.get_experiment_by_name(name)
     if found is not None:
+        if found.tags.get(KIND_TAG) != RUNS_KIND:
+            client.set_experiment_tag(found.experiment_id, KIND_TAG, RUNS_KIND)
         return str(found.experiment_id)
     try:
         return str(
-            client.create_experiment(name, artifact_location=f"{store.artifact_root}/{_slug(name)}")
+            client.create_experiment(
+                name,
+                artifact_location=f"{store.artifact_root}/{_slug(name)}",
+                tags={KIND_TAG: RUNS_KIND},
+            )
         )
     except MlflowException:
         again = client.get_experiment_by_name(name)

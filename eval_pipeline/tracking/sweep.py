@@ -2,10 +2,12 @@
 per lane × model × seed.
 
 Each nested run carries the params that made its numbers (model config, guards and caps,
-fixture id, world seed, code version, key package versions) and its metrics (per category,
-overall, yield, accuracy on yield, ‡ and † counts, cost in micro-dollars, tokens, every
-case's score); the parent carries the per-lane-and-model summary metrics and the summary
-tables as artifacts. Nothing here reads a key: configs name the variables keys live in.
+fixture id, world seed, code version, key package versions), its metrics (per category,
+overall, yield, accuracy on yield, ‡ and † counts, cost in micro-dollars, tokens) and every
+case's score as a table (`case_scores.json`); the parent carries a few headline metrics per
+lane and model and each pair's gap (the runs table's columns), the whole summary and the
+comparisons as tables, and the summary markdown. Experiments open in MLflow's runs view,
+not its GenAI traces view. Nothing here reads a key: configs name the variables keys live in.
 """
 
 from __future__ import annotations
@@ -96,22 +98,80 @@ def summary_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
     return metrics
 
 
+HEADLINE_METRICS = (
+    "score.all",
+    "score_low.all",
+    "score_high.all",
+    "yield",
+    "security_violations",
+    "cost_micro_usd",
+)
+"""What the sweep's parent run keeps as metrics per lane and model (the runs table's columns
+and a chart each); the whole summary is its `summary_table.json`."""
+
+
+def headline_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
+    """The few numbers of a lane summary a reader compares across sweeps."""
+    every = summary_metrics(summary, prefix)
+    return {prefix + key: every[prefix + key] for key in HEADLINE_METRICS if prefix + key in every}
+
+
 def comparison_metrics(comparisons: Sequence[ModelComparison]) -> dict[str, float]:
-    """Each comparison's gap, interval, noise floor and McNemar p, as metrics named by lane
-    and pair; a statistic without a value is left out."""
-    metrics: dict[str, float] = {}
-    for c in comparisons:
-        prefix = f"compare.{c.lane}.{c.candidate}_vs_{c.reference}."
-        values = {
-            "difference": c.paired.difference,
-            "low": c.paired.low,
-            "high": c.paired.high,
-            "shared": c.paired.shared_cases,
-            "noise_floor": c.noise_floor,
-            "mcnemar_p": c.paired.mcnemar_p,
-        }
-        metrics.update({prefix + k: float(v) for k, v in values.items() if v is not None})
-    return metrics
+    """Each comparison's gap as a metric named by lane and pair (its interval, noise floor
+    and McNemar p are in `comparisons.json`); a gap without a value is left out."""
+    return {
+        f"compare.{c.lane}.{c.candidate}_vs_{c.reference}.difference": c.paired.difference
+        for c in comparisons
+        if c.paired.difference is not None
+    }
+
+
+def summary_table(summaries: Sequence[LaneSummary]) -> dict[str, list[object]]:
+    """The summary as columns (a row per lane, model and category), for MLflow's table
+    view."""
+    rows = [(s, row) for s in summaries for row in s.rows]
+    return {
+        "lane": [s.lane for s, _ in rows],
+        "model": [s.model for s, _ in rows],
+        "category": [row.category for _, row in rows],
+        "score": [row.mean for _, row in rows],
+        "low": [row.low for _, row in rows],
+        "high": [row.high for _, row in rows],
+        "spread": [row.spread for _, row in rows],
+        "pass_k": [row.pass_k for _, row in rows],
+        "n": [row.scored for _, row in rows],
+        "never_heard": [row.infra_errors for _, row in rows],
+        "budget_stopped": [row.budget_stopped for _, row in rows],
+    }
+
+
+def case_table(rows: Sequence[CaseScore]) -> dict[str, list[object]]:
+    """One run's case scores as columns, for MLflow's table view."""
+    ordered = sorted(rows, key=lambda s: s.case_id)
+    return {
+        "case_id": [s.case_id for s in ordered],
+        "category": [s.category for s in ordered],
+        "score": [s.score for s in ordered],
+        "status": [s.status for s in ordered],
+        "label": [s.label for s in ordered],
+        "exact": [s.exact for s in ordered],
+        "trace": [s.trace for s in ordered],
+        "judged": [s.judged for s in ordered],
+        "failed_checks": [",".join(s.failed_checks) for s in ordered],
+        "answer": [s.answer for s in ordered],
+    }
+
+
+def log_tables(
+    client: MlflowClient, run_id: str, tables: Mapping[str, Mapping[str, list[object]]]
+) -> None:
+    """Tables as MLflow table artifacts (the run page shows them as tables)."""
+    with warnings.catch_warnings():
+        # MLflow's table logger calls a pandas API pandas 3 deprecates (MLflow 3.17): its
+        # warning, not ours, would otherwise land on the user's terminal.
+        warnings.filterwarnings("ignore", message="For backward compatibility, 'str' dtypes")
+        for name, table in tables.items():
+            client.log_table(run_id, dict(table), name)
 
 
 def comparison_table(comparisons: Sequence[ModelComparison]) -> dict[str, list[object]]:
@@ -258,7 +318,7 @@ def _log_parent(
     summaries = [summarize_lane(lane, model, rows) for (lane, model), rows in by_lane_model.items()]
     metrics: dict[str, float] = {}
     for summary in summaries:
-        metrics.update(summary_metrics(summary, f"{summary.lane}.{summary.model}."))
+        metrics.update(headline_metrics(summary, f"{summary.lane}.{summary.model}."))
     comparisons = lane_comparisons(scores, compare_against)
     metrics.update(comparison_metrics(comparisons))
     log_values(
@@ -276,12 +336,9 @@ def _log_parent(
             for lane, leader in leaders(comparisons).items()
         },
     )
+    log_tables(client, parent, {"summary_table.json": summary_table(summaries)})
     if comparisons:
-        with warnings.catch_warnings():
-            # MLflow's table logger calls a pandas API pandas 3 deprecates (MLflow 3.17):
-            # its warning, not ours, would otherwise land on the user's terminal.
-            warnings.filterwarnings("ignore", message="For backward compatibility, 'str' dtypes")
-            client.log_table(parent, comparison_table(comparisons), "comparisons.json")
+        log_tables(client, parent, {"comparisons.json": comparison_table(comparisons)})
     log_texts(
         client,
         parent,
@@ -305,8 +362,8 @@ def _log_seed_run(
     base_params: Mapping[str, str],
     identities: Mapping[str, LaneIdentity],
 ) -> int:
-    """One lane × model × seed: its settings, summary and per-case scores; returns how
-    many metrics it logged."""
+    """One lane × model × seed: its settings, summary metrics and its case scores as a
+    table; returns how many metrics it logged."""
     first = rows[0]
     hashes = sorted({s.settings_hash for s in rows})
     params = {
@@ -319,8 +376,11 @@ def _log_seed_run(
     }
     # one seed: no interval over cases is logged per run (the parent has them)
     metrics = summary_metrics(summarize_lane(first.lane, first.model, rows, intervals=False))
-    metrics.update({f"case.{s.case_id}": s.score for s in rows if s.score is not None})
     cost = sum((s.cost_usd for s in rows), Decimal(0))
-    return log_values(
+    logged = log_values(
         client, run_id, params=params, metrics=metrics, tags={"evalp.cost_usd": str(cost)}
     )
+    # every case's score as a table, not a metric each (hundreds of metric keys hide the
+    # runs table's columns and draw a chart each)
+    log_tables(client, run_id, {"case_scores.json": case_table(rows)})
+    return logged
