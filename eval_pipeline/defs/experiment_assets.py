@@ -159,6 +159,7 @@ def _arms_metadata(run: "ArmsRun") -> "dict[str, dg.RawMetadataValue]":
 
 
 def _parity_metadata(published: "PublishedReport") -> "dict[str, dg.RawMetadataValue]":
+    from eval_pipeline.experiments.parity import verdict_meaning
     from eval_pipeline.experiments.publish import verdicts
 
     report = published.report
@@ -175,6 +176,9 @@ def _parity_metadata(published: "PublishedReport") -> "dict[str, dg.RawMetadataV
                     "low": c.low,
                     "high": c.high,
                     "verdict": c.verdict,
+                    "meaning": verdict_meaning(
+                        report.kind, report.design, report.margin, c.verdict
+                    ),
                 }
                 for c in report.comparisons
             ]

@@ -112,6 +112,31 @@ class ParityReport(FrozenRecord):
     before this field existed are parity reports."""
 
 
+def verdict_meaning(kind: str, design: str, margin: float, verdict: Verdict) -> str:
+    """What a verdict says about the hypothesis, in words (a refuted equivalence in an
+    ablation is a finding, the guard matters, not a failure)."""
+    band = {
+        "equivalence": f"±{margin:g}",
+        "non_inferiority": f"−{margin:g}",
+        "superiority": f"+{margin:g}",
+    }[kind]
+    if verdict == "inconclusive":
+        return f"undecided: the interval straddles {band}; more cases or seeds would decide"
+    if design == "ablation":
+        return {
+            "confirmed": f"guard makes no difference: the interval lies within {band}",
+            "refuted": f"guard matters: the difference lies outside {band}",
+        }[verdict]
+    return {
+        ("equivalence", "confirmed"): f"equivalent: the interval lies within {band}",
+        ("equivalence", "refuted"): f"different: the interval lies outside {band}",
+        ("non_inferiority", "confirmed"): f"not worse: the interval lies above {band}",
+        ("non_inferiority", "refuted"): f"worse: the interval lies below {band}",
+        ("superiority", "confirmed"): f"better: the interval lies above {band}",
+        ("superiority", "refuted"): f"not better: the interval lies below {band}",
+    }[(kind, verdict)]
+
+
 def verdict_for(kind: str, margin: float, low: float, high: float) -> Verdict:
     if kind == "equivalence":
         if -margin < low and high < margin:
@@ -342,7 +367,8 @@ def report_markdown(spec: ExperimentSpec, report: ParityReport) -> str:
         left_out = ", ".join(f"{arm} {n}" for arm, n in comparison.left_out.items())
         lines += [
             "",
-            f"## {comparison.candidate} vs {comparison.reference}: **{comparison.verdict}**",
+            f"## {comparison.candidate} vs {comparison.reference}: **{comparison.verdict}** "
+            f"({verdict_meaning(spec.kind, report.design, spec.margin, comparison.verdict)})",
             "",
             f"Paired over {comparison.shared_cases} shared cases (left out, never heard: "
             f"{left_out}). Δ = {_num(comparison.difference, True)} points, interval "

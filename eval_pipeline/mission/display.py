@@ -179,6 +179,7 @@ def echo_experiments(experiments: Sequence[ExperimentOutcome]) -> None:
                 f"    {c.get('candidate')} vs {c.get('reference')}: Δ {delta} "
                 f"{_interval(c.get('low'), c.get('high'))} ({margin}): "
                 f"{str(c.get('verdict')).upper()}"
+                + (f": {c['meaning']}" if c.get("meaning") else "")
             )
         click.echo(f"    {report.get('path')}")
 

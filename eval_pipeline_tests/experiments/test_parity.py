@@ -533,7 +533,8 @@ def test_the_report_markdown_line_by_line() -> None:
             "| passes |",
             "| candidate | b (m-b, provider openai) | model | 0,1 | 4 | 4 | 66.7 | 1 | 0 | – |",
             "",
-            "## candidate vs reference: **inconclusive**",
+            "## candidate vs reference: **inconclusive** (undecided: the interval straddles ±2; "
+            "more cases or seeds would decide)",
             "",
             "Paired over 3 shared cases (left out, never heard: reference 1, candidate 2). "
             "Δ = -33.3 points, interval [-50.0, +0.0] against ±2.",
@@ -696,3 +697,25 @@ def test_the_markdown_signs_a_gain_and_leaves_a_deciding_rows_note_empty() -> No
     )
     assert comparison.low is not None and comparison.low >= 0.0
     assert "| royalty_math | 6 | 83.3 | 100.0 | +16.7 | [+0.0, +50.0] |  |" in text
+
+
+def test_a_verdict_is_said_as_what_it_means_for_the_hypothesis() -> None:
+    """Issue 28: "REFUTED" in the ablation read as a failure where it means the guard
+    matters."""
+    from eval_pipeline.experiments.parity import verdict_meaning
+
+    assert verdict_meaning("equivalence", "ablation", 3.0, "refuted") == (
+        "guard matters: the difference lies outside ±3"
+    )
+    assert verdict_meaning("equivalence", "ablation", 3.0, "confirmed") == (
+        "guard makes no difference: the interval lies within ±3"
+    )
+    assert verdict_meaning("equivalence", "parity", 2.0, "confirmed") == (
+        "equivalent: the interval lies within ±2"
+    )
+    assert verdict_meaning("non_inferiority", "parity", 1.5, "refuted") == (
+        "worse: the interval lies below −1.5"
+    )
+    assert verdict_meaning("superiority", "parity", 1.0, "inconclusive").startswith(
+        "undecided: the interval straddles +1"
+    )
