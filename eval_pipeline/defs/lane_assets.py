@@ -90,9 +90,14 @@ def _run_lanes(
 ) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
     """The partition's selected lanes side by side, sharing the run's calls in flight; a
     lane that ends is materialized even when the other failed (then the step fails)."""
-    from eval_pipeline.lanes.runner import LaneSettings, PartitionRequest, execute_partitions
+    from eval_pipeline.lanes.runner import (
+        LaneSettings,
+        PartitionRequest,
+        execute_partitions,
+        latest_runs,
+    )
     from eval_pipeline.providers.config import scan_model_configs
-    from eval_pipeline.providers.labels import top_failures
+    from eval_pipeline.providers.labels import split_labels, top_failures
     from eval_pipeline.providers.sessions import SIMULATED
 
     model, seed = model_and_seed(context)
@@ -127,7 +132,16 @@ def _run_lanes(
             context.log.error(f"the {request.lane} lane failed: {outcome}")
             failed.append(outcome)
             continue
-        metadata = _metadata(outcome, session.summary().labels, config.provider == SIMULATED)
+        final_ids = {
+            run.call_ids[-1]
+            for run in latest_runs(
+                Path(outcome.records), request.settings.identity(config, outcome.fixture_id)
+            ).values()
+            if run.call_ids
+        }
+        metadata = _metadata(
+            outcome, split_labels(session.envelopes, final_ids), config.provider == SIMULATED
+        )
         failures = top_failures(session.envelopes, session.redact) if outcome.unheard else []
         metadata["unhealed_causes"] = dg.MetadataValue.json(
             [group.model_dump(mode="json") for group in failures]
@@ -177,7 +191,7 @@ def _judge_before_the_warehouse(
 
 
 def _metadata(
-    summary: "LaneRunSummary", labels: dict[str, int], simulated: bool
+    summary: "LaneRunSummary", labels: dict[str, dict[str, int]], simulated: bool
 ) -> "dict[str, dg.RawMetadataValue]":
     return {
         "provider": "simulated provider (eval_pipeline.sim)" if simulated else "real provider",
@@ -192,7 +206,10 @@ def _metadata(
         "budget_stopped": summary.budget_stopped,
         "statuses": dg.MetadataValue.json(summary.statuses),
         "end_reasons": dg.MetadataValue.json(summary.end_reasons),
-        "call_labels": dg.MetadataValue.json(labels),
+        "final_answer_calls": dg.MetadataValue.json(labels["final_answer"]),
+        "calls_inside_the_loop (well-formed, not graded)": dg.MetadataValue.json(
+            labels["inside_the_loop"]
+        ),
         "guard_firings": dg.MetadataValue.json(summary.guard_firings),
         "tool_calls": summary.tool_calls,
         "first_call_matches": -1

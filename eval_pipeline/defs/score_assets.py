@@ -100,8 +100,11 @@ def _partition_metadata(
     scores = graded.scores
     scored = [s.score for s in scores if s.score is not None]
     statuses: dict[str, int] = {}
+    labels: dict[str, int] = {}
     for s in scores:
         statuses[s.status] = statuses.get(s.status, 0) + 1
+        if s.label is not None:
+            labels[s.label] = labels.get(s.label, 0) + 1
     return {
         "cases": len(scores),
         "scored": len(scored),
@@ -111,6 +114,7 @@ def _partition_metadata(
         ),
         "budget_stopped †": statuses.get("budget_stopped", 0),
         "statuses": dg.MetadataValue.json(statuses),
+        "final_answer_labels": dg.MetadataValue.json(labels),
         "security_violations": sum(1 for s in scores if s.security_violation),
         "judge_asked": graded.judge_asked,
         "judge_reused": graded.judge_reused,

@@ -104,6 +104,13 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dg.D
                     runs = meta["product_lane_runs"]["cases"]
                     assert meta["model_lane_runs"]["cases"] == runs > 100
                     assert meta["product_lane_scores"]["cases"] == runs
+                    # one final answer a case; the loop's tool calls apart, never graded
+                    finals = meta["product_lane_runs"]["final_answer_calls"]
+                    assert isinstance(finals, dict) and sum(finals.values()) == runs
+                    labels = meta["product_lane_scores"]["final_answer_labels"]
+                    assert isinstance(labels, dict) and labels.get("right", 0) > 100
+                    inside = "calls_inside_the_loop (well-formed, not graded)"
+                    assert "right" not in meta["product_lane_runs"][inside]  # type: ignore[operator]
                     # the judge was asked in the lane step; the scores step, holding the
                     # warehouse's one writer slot, asked nothing
                     asked_in_lanes += int(meta["product_lane_runs"]["judge_asked"])  # type: ignore[call-overload]

@@ -327,3 +327,28 @@ def test_top_failures_groups_final_failures_most_common_first_redacted() -> None
         ("infra_error", None, "connect: refused", 1),
     ]
     assert top_failures(calls, Redactor(), limit=1)[0].calls == 2
+
+
+def test_a_lanes_labels_are_split_into_final_answers_and_calls_inside_the_loop() -> None:
+    """Issue 28: a lane scoring 94.7 showed `call_labels` "right: 0, schema: 113": the calls
+    inside the loop (never graded) were counted with the final answers."""
+    from eval_pipeline.providers.labels import split_labels
+    from eval_pipeline_tests.scoring.cases import make_case
+    from eval_pipeline_tests.scoring.test_relabel import envelope
+
+    case = make_case()
+    calls = [
+        envelope(lane="product", case=case, response=None, label="schema", call_id="tool-1"),
+        envelope(lane="product", case=case, response=None, label="drop", call_id="final-1"),
+        # the retry of the final call is what counts for it
+        envelope(
+            lane="product", case=case, response=None, label="right", call_id="final-1", attempt=2
+        ),
+        envelope(lane="product", case=case, response=None, label="wrong", call_id="final-2"),
+        envelope(lane="product", case=case, response=None, label=None, call_id="final-3"),
+        envelope(lane="product", case=case, response=None, label=None, call_id="tool-2"),
+    ]
+    assert split_labels(calls, {"final-1", "final-2", "final-3"}) == {
+        "final_answer": {"right": 1, "wrong": 1, "graded by the scores": 1},
+        "inside_the_loop": {"schema": 1},
+    }
