@@ -4,7 +4,6 @@ category rule, and the small-n caveat."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -35,6 +34,7 @@ from eval_pipeline.scoring.compare import (
 )
 from eval_pipeline.scoring.gate import Baseline, GateConfig, evaluate_gate, gate_markdown
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline_tests.scoring.cases import case_score
 
 PROVIDERS = {"m-a": "simulated", "m-b": "simulated"}
 GATE = GateConfig(candidates=("m-a",), core_required=0, max_category_drop=3.0)
@@ -67,30 +67,7 @@ def score(
     status: str = "scored",
     seed: int = 0,
 ) -> CaseScore:
-    return CaseScore(
-        lane="product",
-        model=model,
-        seed=seed,
-        case_id=f"c{case:03d}",
-        category=category,
-        core=False,
-        attempt=1,
-        run_id="r",
-        fixture_id="fx-unit",
-        settings_hash="h",
-        status=status,  # type: ignore[arg-type]
-        exact=value,
-        trace=None,
-        judged=None,
-        score=value,
-        failed_checks=(),
-        security_violation=False,
-        answer=None,
-        reason="",
-        label=None if value is None else ("right" if value >= 0.5 else "wrong"),
-        cost_usd=Decimal(0),
-        tokens=0,
-    )
+    return case_score(model, case, value, category=category, status=status, seed=seed)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from typing import Any
 
 from eval_pipeline.fixtures.case import AnswerKind, Case, Category, Tier
 from eval_pipeline.lanes.records import CaseRun, CaseStatus, EndReason, Lane
+from eval_pipeline.scoring.score import CaseScore
 
 CENTS = "End with one line: ANSWER: $<amount in USD, to the cent>"
 ABSTAIN_NOTE = (
@@ -75,4 +76,42 @@ def make_run(
         output_tokens=5,
         elapsed_ms=1.0,
         started_at="2026-11-30T00:00:00",
+    )
+
+
+def case_score(
+    model: str,
+    case: int,
+    value: float | None,
+    *,
+    category: str = "royalty_math",
+    status: str | None = None,
+    seed: int = 0,
+    lane: Lane = "product",
+) -> CaseScore:
+    """A stored case score for case `c<case>`; with no status, `scored`, or `infra_error`
+    for a value of None."""
+    return CaseScore(
+        lane=lane,
+        model=model,
+        seed=seed,
+        case_id=f"c{case:03d}",
+        category=category,
+        core=False,
+        attempt=1,
+        run_id="r",
+        fixture_id="fx-unit",
+        settings_hash="h",
+        status=status or ("scored" if value is not None else "infra_error"),  # type: ignore[arg-type]
+        exact=value,
+        trace=None,
+        judged=None,
+        score=value,
+        failed_checks=(),
+        security_violation=False,
+        answer=None,
+        reason="",
+        label=None if value is None else ("right" if value >= 0.5 else "wrong"),
+        cost_usd=Decimal(0),
+        tokens=0,
     )

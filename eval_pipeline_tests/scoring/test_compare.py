@@ -3,8 +3,6 @@ pairs the headline compares."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from scipy.stats import binomtest
 
@@ -19,6 +17,7 @@ from eval_pipeline.scoring.compare import (
     seed_noise_floor,
 )
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline_tests.scoring.cases import case_score
 
 
 def score(
@@ -30,30 +29,7 @@ def score(
     lane: str = "product",
     category: str = "royalty_math",
 ) -> CaseScore:
-    return CaseScore(
-        lane=lane,
-        model=model,
-        seed=seed,
-        case_id=f"c{case:03d}",
-        category=category,
-        core=False,
-        attempt=1,
-        run_id="r",
-        fixture_id="fx-unit",
-        settings_hash="h",
-        status="scored" if value is not None else "infra_error",
-        exact=value,
-        trace=None,
-        judged=None,
-        score=value,
-        failed_checks=(),
-        security_violation=False,
-        answer=None,
-        reason="",
-        label=None if value is None else ("right" if value >= 0.5 else "wrong"),
-        cost_usd=Decimal(0),
-        tokens=0,
-    )
+    return case_score(model, case, value, seed=seed, lane=lane, category=category)  # type: ignore[arg-type]
 
 
 def model_scores(
