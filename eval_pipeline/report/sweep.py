@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from markdown_it import MarkdownIt
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from pydantic import Field
 
-from eval_pipeline.experiments.parity import ParityReport
+from eval_pipeline.experiments.parity import ParityReport, verdict_meaning
 from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.providers.labels import LABELS
 from eval_pipeline.records import FrozenRecord
@@ -63,10 +67,65 @@ def _label(summary: LaneSummary) -> str:
     return f"{summary.model} ({summary.lane} lane)"
 
 
-def plot_categories(summaries: Sequence[LaneSummary]) -> str:
+# Layout: every figure uses constrained layout, which measures each text (titles, tick
+# labels, axis labels, legends outside the axes) and shrinks the axes to make room for it
+# inside the figure. The figure sizes below are chosen so that there is room to give: a
+# long slanted tick label needs height, a legend beside the axes needs width.
+
+TICK_SIZE = 8.0
+SLANT = 35.0
+"""Degrees a row of long x tick labels is turned by (right-aligned on its tick)."""
+
+
+def _text_inches(texts: Iterable[str], fontsize: float) -> float:
+    """A generous estimate of the longest text's width (DejaVu Sans averages about half an
+    em a character; 0.62 em leaves a margin)."""
+    return max((len(text) for text in texts), default=0) * 0.62 * fontsize / 72
+
+
+def _slant(axis: Axes, labels: Sequence[str], fontsize: float = TICK_SIZE) -> None:
+    """Turned x tick labels that end at their tick (`ha="right"`, anchored there), so each
+    runs down and away from its neighbours instead of centred across them."""
+    axis.set_xticklabels(
+        labels, rotation=SLANT, ha="right", rotation_mode="anchor", fontsize=fontsize
+    )
+
+
+def _slant_inches(labels: Iterable[str], fontsize: float = TICK_SIZE) -> float:
+    """The height a row of slanted tick labels takes below its axis."""
+    turned = math.radians(SLANT)
+    return _text_inches(labels, fontsize) * math.sin(turned) + 1.4 * fontsize / 72
+
+
+def _colours(models: Iterable[str]) -> dict[str, str]:
+    """One colour per model (by name, so a model keeps its colour across plots and lanes)."""
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {model: cycle[index % len(cycle)] for index, model in enumerate(sorted(models))}
+
+
+LANE_MARKERS = {"model": "o", "product": "s"}
+
+
+def _lane_colour(colour: str, lane: str) -> tuple[float, float, float, float]:
+    """The model's colour, lighter in the product lane."""
+    return to_rgba(colour, 1.0 if lane == "model" else 0.45)
+
+
+def _figure_categories(summaries: Sequence[LaneSummary]) -> Figure:
     """Category × model scores per lane, with the bootstrap intervals."""
     lanes = sorted({s.lane for s in summaries}, key=lambda lane: lane != "model")
-    figure, axes = plt.subplots(len(lanes), 1, figsize=(11, 3.6 * len(lanes)), squeeze=False)
+    models = sorted({s.model for s in summaries})
+    colours = _colours(models)
+    columns = min(len(models), 4)
+    legend_rows = -(-len(models) // max(columns, 1))
+    per_axis = 3.0 + _slant_inches([*CATEGORIES, ALL])
+    figure, axes = plt.subplots(
+        len(lanes),
+        1,
+        figsize=(11, 0.3 + 0.22 * legend_rows + per_axis * len(lanes)),
+        squeeze=False,
+        layout="constrained",
+    )
     for axis, lane in zip(axes[:, 0], lanes, strict=True):
         rows = [s for s in summaries if s.lane == lane]
         width = 0.8 / max(len(rows), 1)
@@ -83,20 +142,42 @@ def plot_categories(summaries: Sequence[LaneSummary]) -> str:
                 ys.append(row.mean)
                 errors[0].append(row.mean - (row.low if row.low is not None else row.mean))
                 errors[1].append((row.high if row.high is not None else row.mean) - row.mean)
-            axis.bar(xs, ys, width, yerr=errors, capsize=2, label=summary.model)
+            axis.bar(
+                xs,
+                ys,
+                width,
+                yerr=errors,
+                capsize=2,
+                color=colours[summary.model],
+                label=summary.model,
+            )
         axis.set_xticks([p + 0.4 - width / 2 for p in range(len(categories))])
-        axis.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
+        _slant(axis, categories)
         axis.set_ylim(0, 105)
         axis.set_ylabel("points (95% interval)")
         axis.set_title(f"{lane} lane: mean case score per category")
-        axis.legend(fontsize=8)
-    return _png(figure)
+    # one legend for every lane, above the axes: inside an axis it hid the bars
+    figure.legend(
+        handles=[Patch(color=colours[model], label=model) for model in models],
+        loc="outside upper center",
+        ncol=max(columns, 1),
+        fontsize=8,
+    )
+    return figure
 
 
-def plot_lanes(summaries: Sequence[LaneSummary]) -> str:
+def plot_categories(summaries: Sequence[LaneSummary]) -> str:
+    """Category × model scores per lane, with the bootstrap intervals."""
+    return _png(_figure_categories(summaries))
+
+
+def _figure_lanes(summaries: Sequence[LaneSummary]) -> Figure:
     """Each model's overall score in the model lane beside the product lane."""
     models = sorted({s.model for s in summaries})
-    figure, axis = plt.subplots(figsize=(7, 3.5))
+    figure, axis = plt.subplots(
+        figsize=(max(7.0, 2.5 + 0.6 * len(models)), 3.2 + _slant_inches(models)),
+        layout="constrained",
+    )
     for offset, lane in ((-0.2, "model"), (0.2, "product")):
         xs, ys, lows, highs = [], [], [], []
         for index, model in enumerate(models):
@@ -111,73 +192,129 @@ def plot_lanes(summaries: Sequence[LaneSummary]) -> str:
             highs.append((row.high if row.high is not None else row.mean) - row.mean)
         axis.bar(xs, ys, 0.4, yerr=[lows, highs], capsize=3, label=f"{lane} lane")
     axis.set_xticks(range(len(models)))
-    axis.set_xticklabels(models)
+    _slant(axis, models)
     axis.set_ylim(0, 105)
     axis.set_ylabel("points, all cases")
     axis.set_title("Model lane (the model alone) beside the product lane")
-    axis.legend(fontsize=8)
-    return _png(figure)
+    figure.legend(loc="outside right upper", fontsize=8)
+    return figure
+
+
+def plot_lanes(summaries: Sequence[LaneSummary]) -> str:
+    """Each model's overall score in the model lane beside the product lane."""
+    return _png(_figure_lanes(summaries))
+
+
+def _figure_labels(summaries: Sequence[LaneSummary]) -> Figure:
+    """The six labels of each lane and model's final calls, stacked."""
+    names = [_label(s) for s in summaries]
+    figure, axis = plt.subplots(
+        figsize=(max(9.0, 3.0 + 0.45 * len(names)), 3.2 + _slant_inches(names)),
+        layout="constrained",
+    )
+    positions = range(len(summaries))
+    bottom = [0] * len(summaries)
+    for label in LABELS:
+        counts = [s.labels.get(label, 0) for s in summaries]
+        axis.bar(positions, counts, bottom=bottom, label=label)
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    axis.set_xticks(positions)
+    _slant(axis, names)
+    axis.set_ylabel("case × seed pairs")
+    axis.set_title("Six labels of the final call, per lane and model")
+    # beside the bars (above them it covered the tallest), in the stack's order top down
+    handles, labels = axis.get_legend_handles_labels()
+    figure.legend(handles[::-1], labels[::-1], loc="outside right upper", fontsize=7)
+    return figure
 
 
 def plot_labels(summaries: Sequence[LaneSummary]) -> str:
     """The six labels of each lane and model's final calls, stacked."""
-    figure, axis = plt.subplots(figsize=(9, 3.5))
-    names = [_label(s) for s in summaries]
-    bottom = [0] * len(summaries)
-    for label in LABELS:
-        counts = [s.labels.get(label, 0) for s in summaries]
-        axis.bar(names, counts, bottom=bottom, label=label)
-        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
-    axis.set_ylabel("case × seed pairs")
-    axis.set_title("Six labels of the final call, per lane and model")
-    axis.tick_params(axis="x", labelrotation=20, labelsize=8)
-    axis.legend(fontsize=7, ncol=6)
-    return _png(figure)
+    return _png(_figure_labels(summaries))
+
+
+def _figure_cost(summaries: Sequence[LaneSummary]) -> Figure:
+    """Cost against score: a marker per lane and model (colour: model, shape: lane) and a
+    key beside the axes naming each with its score and cost, best score first. Models
+    that cost and score alike sit on one another; their names never do."""
+    points = sorted(
+        ((s, score) for s in summaries if (score := s.row(ALL).mean) is not None),
+        key=lambda point: (-point[1], _label(point[0])),
+    )
+    colours = _colours(s.model for s, _ in points)
+    figure, axis = plt.subplots(
+        figsize=(10, max(3.8, 1.0 + 0.2 * len(points))), layout="constrained"
+    )
+    for summary, score in points:
+        colour = colours[summary.model]
+        axis.scatter(
+            [float(summary.cost_usd)],
+            [score],
+            s=45,
+            marker=LANE_MARKERS.get(summary.lane, "^"),
+            color=_lane_colour(colour, summary.lane),
+            edgecolors=colour,
+            linewidths=1,
+            label=(f"{_label(summary)}: {score:.1f} points, {float(summary.cost_usd):.4f} USD"),
+        )
+    axis.set_xlabel("cost of the sweep's calls, USD (simulated prices)")
+    axis.set_ylabel("points, all cases")
+    axis.set_title("Cost against score")
+    if points:
+        figure.legend(loc="outside right upper", fontsize=7)
+    return figure
 
 
 def plot_cost(summaries: Sequence[LaneSummary]) -> str:
     """Cost against score (the cost axis is for the eye; the tables print exact cents)."""
-    figure, axis = plt.subplots(figsize=(6, 3.8))
-    for summary in summaries:
-        score = summary.row(ALL).mean
-        if score is None:
-            continue
-        axis.scatter([float(summary.cost_usd)], [score], s=40)
-        axis.annotate(_label(summary), (float(summary.cost_usd), score), fontsize=7)
-    axis.set_xlabel("cost of the sweep's calls, USD (simulated prices)")
-    axis.set_ylabel("points, all cases")
-    axis.set_title("Cost against score")
-    return _png(figure)
+    return _png(_figure_cost(summaries))
 
 
-def plot_noise(summaries: Sequence[LaneSummary]) -> str:
+def _figure_noise(summaries: Sequence[LaneSummary]) -> Figure:
     """The noise floor: how far apart the seed replicates' means are, per category."""
-    figure, axis = plt.subplots(figsize=(11, 3.4))
-    width = 0.8 / max(len(summaries), 1)
     categories = [*CATEGORIES, ALL]
+    colours = _colours(s.model for s in summaries)
+    figure, axis = plt.subplots(
+        figsize=(13, max(3.2 + _slant_inches(categories), 0.8 + 0.19 * len(summaries))),
+        layout="constrained",
+    )
+    width = 0.8 / max(len(summaries), 1)
     for index, summary in enumerate(summaries):
         spreads = [
             next((r.spread or 0.0 for r in summary.rows if r.category == c), 0.0)
             for c in categories
         ]
+        colour = colours[summary.model]
         axis.bar(
             [p + index * width for p in range(len(categories))],
             spreads,
             width,
+            color=_lane_colour(colour, summary.lane),
+            edgecolor=colour,
+            linewidth=0.5,
             label=_label(summary),
         )
     axis.set_xticks([p + 0.4 - width / 2 for p in range(len(categories))])
-    axis.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
+    _slant(axis, categories)
     axis.set_ylabel("max − min of per-seed means")
-    axis.set_title("Noise floor from seed replicates")
-    axis.legend(fontsize=7)
-    return _png(figure)
+    axis.set_title("Noise floor from seed replicates (lighter: product lane)")
+    figure.legend(loc="outside right upper", fontsize=7)
+    return figure
 
 
-def plot_parity(reports: Sequence[ParityReport]) -> str:
+def plot_noise(summaries: Sequence[LaneSummary]) -> str:
+    """The noise floor: how far apart the seed replicates' means are, per category."""
+    return _png(_figure_noise(summaries))
+
+
+def _figure_parity(reports: Sequence[ParityReport]) -> Figure:
     """Each comparison's interval against its registered margin."""
     rows = [(r, c) for r in reports for c in r.comparisons if c.low is not None]
-    figure, axis = plt.subplots(figsize=(8, 0.5 + 0.45 * max(len(rows), 1)))
+    names = [f"{r.experiment_id}: {c.candidate} ({c.verdict})" for r, c in rows]
+    figure, axis = plt.subplots(
+        figsize=(max(8.0, 5.0 + _text_inches(names, 7)), 1.4 + 0.4 * max(len(rows), 1)),
+        layout="constrained",
+    )
     for index, (report, comparison) in enumerate(rows):
         assert comparison.low is not None and comparison.high is not None
         centre = comparison.difference or 0.0
@@ -196,16 +333,19 @@ def plot_parity(reports: Sequence[ParityReport]) -> str:
         for margin in margins:
             axis.plot([margin, margin], [index - 0.3, index + 0.3], color="grey", lw=1)
     axis.set_yticks(range(len(rows)))
-    axis.set_yticklabels(
-        [f"{r.experiment_id}: {c.candidate} ({c.verdict})" for r, c in rows], fontsize=7
-    )
+    axis.set_yticklabels(names, fontsize=7)
     axis.axvline(0, color="black", lw=0.5)
     axis.set_xlabel("difference in points, candidate − reference (grey: registered margin)")
     axis.set_title("Parity verdicts")
-    return _png(figure)
+    return figure
 
 
-def plot_ablation(report: ParityReport) -> str:
+def plot_parity(reports: Sequence[ParityReport]) -> str:
+    """Each comparison's interval against its registered margin."""
+    return _png(_figure_parity(reports))
+
+
+def _figure_ablation(report: ParityReport) -> Figure:
     """The ablation matrix: each guard turned off (rows) against the reference, per category
     and overall (columns), in points; `n<min` where a category has too few shared cases."""
     categories = [
@@ -228,7 +368,14 @@ def plot_ablation(report: ParityReport) -> str:
         row.append(float("nan") if comparison.difference is None else comparison.difference)
         values.append(row)
     limit = max([abs(v) for row in values for v in row if v == v] + [1.0])
-    figure, axis = plt.subplots(figsize=(1.0 + 0.75 * len(columns), 1.2 + 0.5 * len(values)))
+    guards = [c.candidate for c in report.comparisons]
+    figure, axis = plt.subplots(
+        figsize=(
+            2.0 + _text_inches(guards, 8) + 0.75 * len(columns),
+            1.4 + _slant_inches(columns) + 0.45 * len(values),
+        ),
+        layout="constrained",
+    )
     image = axis.imshow(values, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
     for row_index, row in enumerate(values):
         for column_index, value in enumerate(row):
@@ -244,13 +391,18 @@ def plot_ablation(report: ParityReport) -> str:
                 color="white" if dark else "black",
             )
     axis.set_xticks(range(len(columns)))
-    axis.set_xticklabels(columns, rotation=30, ha="right", fontsize=8)
+    _slant(axis, columns)
     axis.set_yticks(range(len(values)))
-    axis.set_yticklabels([c.candidate for c in report.comparisons], fontsize=8)
+    axis.set_yticklabels(guards, fontsize=8)
     figure.colorbar(image, ax=axis, label="points, guard off − every guard on")
     axis.set_title(f"Ablation matrix: {report.experiment_id}")
-    figure.tight_layout()
-    return _png(figure)
+    return figure
+
+
+def plot_ablation(report: ParityReport) -> str:
+    """The ablation matrix: each guard turned off (rows) against the reference, per category
+    and overall (columns), in points; `n<min` where a category has too few shared cases."""
+    return _png(_figure_ablation(report))
 
 
 def _tables(
@@ -405,9 +557,10 @@ def experiments_table(reports: Sequence[ParityReport], book: RefBook) -> list[st
             numbers = " | ".join(
                 book.experiment_number(report, c, statistic) for statistic in EXPERIMENT_STATISTICS
             )
+            meaning = verdict_meaning(report.kind, report.design, report.margin, c.verdict)
             lines.append(
                 f"| {report.experiment_id} | {c.candidate} vs {c.reference} | {test} | "
-                f"**{c.verdict}** | {numbers} |"
+                f"**{c.verdict}**: {meaning} | {numbers} |"
             )
     return lines
 
