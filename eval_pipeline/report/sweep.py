@@ -100,7 +100,7 @@ def _slant_inches(labels: Iterable[str], fontsize: float = TICK_SIZE) -> float:
 def _colours(models: Iterable[str]) -> dict[str, str]:
     """One colour per model (by name, so a model keeps its colour across plots and lanes)."""
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return {model: cycle[index % len(cycle)] for index, model in enumerate(sorted(models))}
+    return {model: cycle[index % len(cycle)] for index, model in enumerate(sorted(set(models)))}
 
 
 LANE_MARKERS = {"model": "o", "product": "s"}

@@ -11,7 +11,7 @@ import os
 import random
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +24,7 @@ from matplotlib import image as mpimg
 from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.transforms import Affine2D, Bbox
+from matplotlib.transforms import Affine2D, Bbox, BboxBase
 
 from eval_pipeline.experiments.parity import CategoryDifference, Comparison, ParityReport
 from eval_pipeline.fixtures.case import CATEGORIES as FIXTURE_CATEGORIES
@@ -103,9 +103,17 @@ window.addEventListener('load', () => {
 """
 
 
-def test_the_report_html_renders_its_plots_in_a_headless_browser(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sweep_scores", "height"),
+    [(lambda: _scores(), 6000), (lambda: _sweep_scores(), 9000)],
+    ids=["two-models", "six-models-ten-categories"],
+)
+def test_the_report_html_renders_its_plots_in_a_headless_browser(
+    tmp_path: Path, sweep_scores: Callable[[], list[CaseScore]], height: int
+) -> None:
+    """`height`: a window tall enough that the screenshot reaches the last plot."""
     browser = _browser()
-    summaries = summarize_scores(_scores())
+    summaries = summarize_scores(sweep_scores())
     hashes = {(s.lane, s.model): (f"{s.lane}-{s.model}",) for s in summaries}
     provenance = Provenance(
         dagster_run_id="run",
@@ -145,7 +153,7 @@ def test_the_report_html_renders_its_plots_in_a_headless_browser(tmp_path: Path)
 
     shot = tmp_path / "report.png"
     subprocess.run(
-        [*common, "--window-size=1280,6000", f"--screenshot={shot}", page.as_uri()],
+        [*common, f"--window-size=1280,{height}", f"--screenshot={shot}", page.as_uri()],
         capture_output=True,
         timeout=120,
         check=True,
@@ -318,7 +326,9 @@ def _outline(figure: Figure, text: Text, extent: Bbox, renderer: RendererBase) -
     half_w, half_h = size.width / 2, size.height / 2
     corners = [(-half_w, -half_h), (half_w, -half_h), (half_w, half_h), (-half_w, half_h)]
     turned = Affine2D().rotate_deg(text.get_rotation()).transform(np.array(corners))
-    outline = turned + np.array([(extent.x0 + extent.x1) / 2, (extent.y0 + extent.y1) / 2])
+    outline: np.ndarray = turned + np.array(
+        [(extent.x0 + extent.x1) / 2, (extent.y0 + extent.y1) / 2]
+    )
     around = [*outline.min(axis=0), *outline.max(axis=0)]
     assert np.allclose(around, [extent.x0, extent.y0, extent.x1, extent.y1], atol=1.5), (
         f"{text.get_text()!r}: the turned box {around} is not the extent {_box(extent)}"
@@ -349,7 +359,7 @@ def _layout_problems(figure: Figure) -> list[str]:
     return problems
 
 
-def _box(box: Bbox) -> str:
+def _box(box: BboxBase) -> str:
     return f"[{box.x0:.0f}, {box.y0:.0f}, {box.x1:.0f}, {box.y1:.0f}]"
 
 
