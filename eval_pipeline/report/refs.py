@@ -135,16 +135,21 @@ def format_comparison(
     return str(next(a.infra_errors for a in report.arms if a.arm == arm))
 
 
+def _ref(kind: str, *parts: str) -> str:
+    """A reference id: its kind's letter, then its parts, safe in a URL fragment."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join((kind, *parts)))
+
+
 def experiment_ref_id(experiment: str, candidate: str, statistic: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"x-{experiment}-{candidate}-{statistic}")
+    return _ref("x", experiment, candidate, statistic)
 
 
 def comparison_ref_id(lane: str, candidate: str, reference: str, statistic: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"c-{lane}-{candidate}-vs-{reference}-{statistic}")
+    return _ref("c", lane, candidate, "vs", reference, statistic)
 
 
 def ref_id(lane: str, model: str, category: str, statistic: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"r-{lane}-{model}-{category}-{statistic}")
+    return _ref("r", lane, model, category, statistic)
 
 
 class RefBook:

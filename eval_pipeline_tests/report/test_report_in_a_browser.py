@@ -34,6 +34,7 @@ from eval_pipeline.report.refs import Provenance
 from eval_pipeline.report.sweep import build_sweep_report
 from eval_pipeline.scoring.aggregate import ALL, LaneSummary, summarize_scores
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline_tests.scoring.cases import case_score
 
 CATEGORIES = ("royalty_math", "contract_terms", "catalog_lookup")
 
@@ -192,29 +193,22 @@ def _sweep_scores(models: int = len(SWEEP_MODELS)) -> list[CaseScore]:
                     value = 1.0 if draw.random() < skill else 0.0
                     label = "right" if value else draw.choice(LABELS[:5])
                     scores.append(
-                        CaseScore(
-                            lane=lane,
-                            model=model,
-                            seed=seed,
-                            case_id=f"c{index:02d}",
+                        case_score(
+                            model,
+                            index,
+                            value,
                             category=FIXTURE_CATEGORIES[index % len(FIXTURE_CATEGORIES)],
-                            core=index < 5,
-                            attempt=1,
-                            run_id="r",
-                            fixture_id="fx-sweep",
-                            settings_hash=f"{lane}-{model}",
-                            status="scored",
-                            exact=value,
-                            trace=None,
-                            judged=None,
-                            score=value,
-                            failed_checks=(),
-                            security_violation=False,
-                            answer=None,
-                            reason="",
-                            label=label,
-                            cost_usd=Decimal(cost),
-                            tokens=300,
+                            seed=seed,
+                            lane=lane,
+                        ).model_copy(
+                            update={
+                                "core": index < 5,
+                                "fixture_id": "fx-sweep",
+                                "settings_hash": f"{lane}-{model}",
+                                "label": label,
+                                "cost_usd": Decimal(cost),
+                                "tokens": 300,
+                            }
                         )
                     )
     return scores
