@@ -287,7 +287,8 @@ def _echo_results(results: JobOutcome) -> None:
         click.echo(
             f"  mlflow       {tracked.get('mlflow_experiment')}: sweep run "
             f"{tracked.get('mlflow_parent_run_id')} with {tracked.get('nested_runs')} nested "
-            f"runs ({tracked.get('tracking_uri')})"
+            f"runs ({tracked.get('tracking_uri')}); under `evalp ui`: "
+            f"http://127.0.0.1:5000{tracked.get('mlflow_runs_page', '')}"
         )
     for failure in results.failures:
         click.echo(f"error: results: {failure.step}: {one_line(failure.message)}", err=True)
@@ -602,7 +603,8 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
 
     from dagster import DagsterInstance
 
-    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.tracking.store import default_store, open_client, runs_page
+    from eval_pipeline.tracking.sweep import HEADLINE_VIEW
 
     home = paths.prepared_dagster_home()
     # Each store is created once, here, before the servers open it: two processes creating
@@ -610,7 +612,7 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
     with DagsterInstance.from_config(str(home)):
         pass
     store = default_store()
-    open_client(store)
+    sweeps = open_client(store).search_experiments(filter_string="name LIKE 'evalp/sweeps/%'")
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "DAGSTER_HOME": str(home), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     workspace = str(paths.PROJECT_ROOT / "workspace.yaml")
@@ -680,6 +682,9 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
     click.echo(f"DAGSTER_HOME={home}; MLflow store {store.uri}")
     for address in commands:
         click.echo(f"  {address}")
+    for sweep_experiment in sweeps:  # MLflow's UI opens a bare experiment link on GenAI traces
+        page = runs_page(sweep_experiment.experiment_id, HEADLINE_VIEW)
+        click.echo(f"    {sweep_experiment.name}: http://127.0.0.1:{mlflow_port}{page}")
     click.echo(
         "  Dagster daemon (schedules, sensors, run queue): log in "
         f"{paths.var_dir() / 'logs' / 'dagster-daemon.log'}"

@@ -97,6 +97,7 @@ def sweep_tracking_asset(
             "mlflow_experiment": logged.experiment_name,
             "mlflow_experiment_id": logged.experiment_id,
             "mlflow_parent_run_id": logged.parent_run_id,
+            "mlflow_runs_page": logged.runs_page,
             "nested_runs": len(logged.nested),
             "metrics_logged": logged.metrics,
             "fixture_id": fixture_set.fixture_id,

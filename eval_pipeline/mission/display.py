@@ -202,6 +202,7 @@ def echo_where_to_look(results: JobOutcome) -> None:
     if tracked:
         click.echo(
             f"  MLflow   experiment {tracked.get('mlflow_experiment')}, sweep run "
-            f"{tracked.get('mlflow_parent_run_id')}"
+            f"{tracked.get('mlflow_parent_run_id')}: the score columns at "
+            f"http://127.0.0.1:5000{tracked.get('mlflow_runs_page', '')}"
         )
     click.echo("  UIs      ./dev ui  (or: evalp ui): Dagster on :3000, MLflow on :5000")

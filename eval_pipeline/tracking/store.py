@@ -27,8 +27,13 @@ SCHEMA_LOGGERS = ("mlflow.store.db.utils", "alembic.runtime.migration")
 """Loggers that report a new store's schema being created, at INFO."""
 KIND_TAG = "mlflow.experimentKind"
 RUNS_KIND = "custom_model_development"
-"""Opens the experiment in the UI's runs view (params, metrics, nested runs), not the
-GenAI traces view MLflow 3 shows by default."""
+"""The experiment's kind for MLflow clients that read it; MLflow 3.17's own UI ignores it
+and takes the mode from the page's `workflowType` (see `runs_page`)."""
+SAVED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+"""An experiment tag under this prefix is a runs-table view the UI lists under "Views" and
+opens from `?viewStateShareKey=<rest of the key>`: columns, order, widths."""
+MAX_TAG_VALUE_CHARS = 20_000
+"""MLflow's limit on an experiment tag's value (`MAX_EXPERIMENT_TAG_VAL_LENGTH`)."""
 _PROBE_RETRIES = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 _PROBE_TIMEOUT = "MLFLOW_HTTP_REQUEST_TIMEOUT"
 
@@ -136,6 +141,42 @@ def experiment_id(client: MlflowClient, name: str, store: TrackingStore) -> str:
         if again is None:
             raise
         return str(again.experiment_id)
+
+
+def runs_page(experiment_id: str, view: str | None = None) -> str:
+    """The UI path (after the server's address) of an experiment's runs table. MLflow 3.17's
+    UI chooses between its GenAI (traces) and model-training (runs) pages from the URL's
+    `workflowType`, else from the browser's last choice, GenAI on a first visit: a bare
+    experiment link opens on "Traces 0 / No data"."""
+    query = "workflowType=machine_learning" + (f"&viewStateShareKey={view}" if view else "")
+    return f"/#/experiments/{experiment_id}/runs?{query}"
+
+
+def save_runs_view(
+    client: MlflowClient, experiment_id: str, key: str, name: str, columns: list[str]
+) -> None:
+    """Store a named runs-table view on the experiment showing `columns` (metric names),
+    newest runs first, each column wide enough for its name; saving again replaces it."""
+    import json
+    import time
+
+    selected = {f"metrics.`{column}`": column for column in columns}
+    state = {
+        "selectedColumns": list(selected),
+        "columnOrder": list(selected),  # the UI applies widths to the columns it orders only
+        "columnWidths": {key: 7 * len(name) + 40 for key, name in selected.items()},
+        "orderByKey": "attributes.start_time",
+        "orderByAsc": False,
+    }
+    now = int(time.time() * 1000)
+    envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
+    value = json.dumps(envelope)
+    if len(value) > MAX_TAG_VALUE_CHARS:
+        raise TrackingError(
+            f"the runs view {name!r} names {len(columns)} columns ({len(value)} characters); "
+            f"an MLflow experiment tag holds {MAX_TAG_VALUE_CHARS}: name fewer"
+        )
+    client.set_experiment_tag(experiment_id, SAVED_VIEW_TAG_PREFIX + key, value)
 
 
 def _slug(name: str) -> str:

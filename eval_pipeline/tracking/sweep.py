@@ -6,7 +6,8 @@ fixture id, world seed, code version, key package versions), its metrics (per ca
 overall, yield, accuracy on yield, ‡ and † counts, cost in micro-dollars, tokens) and every
 case's score as a table (`case_scores.json`); the parent carries a few headline metrics per
 lane and model and each pair's gap (the runs table's columns), the whole summary and the
-comparisons as tables, and the summary markdown. Experiments open in MLflow's runs view,
+comparisons as tables, and the summary markdown; the experiment keeps a saved runs-table
+view of the score columns (`HEADLINE_VIEW`), which the printed link opens in the runs view,
 not its GenAI traces view. Nothing here reads a key: configs name the variables keys live in.
 """
 
@@ -40,13 +41,23 @@ from eval_pipeline.tracking.runs import (
     micro_usd,
     start_run,
 )
-from eval_pipeline.tracking.store import TrackingError, TrackingStore, experiment_id
+from eval_pipeline.tracking.store import (
+    TrackingError,
+    TrackingStore,
+    experiment_id,
+    runs_page,
+    save_runs_view,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 KIND_TAG = "evalp.kind"
 FIXTURE_TAG = "evalp.fixture_id"
+HEADLINE_VIEW = "evalp-headline"
+"""The saved runs-table view each sweep leaves on its experiment: its score columns."""
+MAX_VIEW_COLUMNS = 60
+"""Beyond this many columns a view is no easier to read than the table's column picker."""
 
 
 def sweep_experiment_name(fixture_id: str) -> str:
@@ -70,6 +81,8 @@ class SweepTracking(FrozenRecord):
     parent_run_id: str
     nested: tuple[TrackedRun, ...]
     metrics: int
+    runs_page: str
+    """The UI path of the experiment's runs table with the sweep's score columns."""
 
 
 def summary_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]:
@@ -230,6 +243,7 @@ def log_sweep(
     for score in scores:
         groups[(score.lane, score.model, score.seed)].append(score)
     run_tags = {KIND_TAG: "sweep", FIXTURE_TAG: fixture_id, **tags}
+    comparisons = lane_comparisons(scores, compare_against)
     parent = start_run(client, experiment, name, tags=run_tags)
     opened = [parent]
     nested: list[TrackedRun] = []
@@ -242,7 +256,7 @@ def log_sweep(
             code,
             artifacts or {},
             seeds=sorted({seed for _, _, seed in groups}),
-            compare_against=compare_against,
+            comparisons=comparisons,
         )
         for (lane, model, seed), rows in sorted(groups.items()):
             run_name = f"{model} · {lane} · seed {seed}"
@@ -268,6 +282,8 @@ def log_sweep(
                 )
             )
         finish(client, parent)
+        columns = headline_columns(scores, comparisons)
+        save_runs_view(client, experiment, HEADLINE_VIEW, "Headline scores", columns)
     except BaseException:
         for run_id in opened:
             if run_id not in {n.run_id for n in nested}:
@@ -279,7 +295,26 @@ def log_sweep(
         parent_run_id=parent,
         nested=tuple(nested),
         metrics=parent_metrics + sum(n.metrics for n in nested),
+        runs_page=runs_page(experiment, HEADLINE_VIEW),
     )
+
+
+def headline_columns(
+    scores: Sequence[CaseScore], comparisons: Sequence[ModelComparison]
+) -> list[str]:
+    """The parent-run metrics a reader looks at first, product lane first: every model's
+    overall score, then each pair's gap; capped at `MAX_VIEW_COLUMNS`."""
+    lanes = sorted({s.lane for s in scores}, key=lambda lane: (lane != "product", lane))
+    present = {(s.lane, s.model) for s in scores}
+    columns = [
+        f"{lane}.{model}.score.all"
+        for lane in lanes
+        for model in sorted({s.model for s in scores})
+        if (lane, model) in present
+    ]
+    gaps = comparison_metrics(comparisons)
+    columns += sorted(gaps, key=lambda name: (not name.startswith("compare.product."), name))
+    return columns[:MAX_VIEW_COLUMNS]
 
 
 def _one_fixture_set(scores: Sequence[CaseScore], identities: Mapping[str, LaneIdentity]) -> str:
@@ -308,7 +343,7 @@ def _log_parent(
     artifacts: Mapping[str, str],
     *,
     seeds: Sequence[int],
-    compare_against: str | None = None,
+    comparisons: Sequence[ModelComparison],
 ) -> int:
     """The sweep's own run: each lane and model's summary over its seeds, and who leads
     each lane by how much; returns how many metrics it logged."""
@@ -319,7 +354,6 @@ def _log_parent(
     metrics: dict[str, float] = {}
     for summary in summaries:
         metrics.update(headline_metrics(summary, f"{summary.lane}.{summary.model}."))
-    comparisons = lane_comparisons(scores, compare_against)
     metrics.update(comparison_metrics(comparisons))
     log_values(
         client,

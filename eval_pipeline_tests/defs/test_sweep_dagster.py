@@ -5,16 +5,21 @@ blocks; `regrade` reproduces the stored scores with no call to the provider."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
 import yaml
+from matplotlib import image as mpimg
 
 from eval_pipeline import paths
 from eval_pipeline.audit.audit import AuditResult, audit_against_project
@@ -741,4 +746,106 @@ def test_evalp_regrade_relabels_a_call_an_older_reader_labelled_and_rescores_its
     assert (
         again.asset_materialization.tags["dagster/data_version"]
         == event.asset_materialization.tags["dagster/data_version"]
+    )
+
+
+def _header_cells(dom: str) -> dict[str, tuple[float, float]]:
+    """Each runs-table column header's (left, width) in pixels, by its column id."""
+    cells: dict[str, tuple[float, float]] = {}
+    for match in re.finditer(r'role="columnheader"[^>]*>', dom):
+        tag = match.group(0)
+        column = re.search(r'col-id="([^"]+)"', tag)
+        box = re.search(r"left: ([\d.]+)px; width: ([\d.]+)px", tag)
+        if column and box:
+            cells[column.group(1)] = (float(box.group(1)), float(box.group(2)))
+    return cells
+
+
+def test_mlflow_opens_the_sweep_on_its_runs_with_the_score_columns_in_a_browser(
+    swept: tuple[Path, dg.DagsterInstance], tmp_path: Path
+) -> None:
+    """Issue 28: MLflow 3.17's UI opened the sweep's experiment on GenAI traces ("Traces 0
+    / No data", whatever the experiment's kind tag says) and its runs table showed no
+    metric column. The page the demo and `evalp ui` print, rendered by headless Chromium
+    against a real `mlflow server` on the sweep's store, is the runs table with every
+    model's overall score per lane and each pair's gap as columns, none narrower than its
+    name, none over another."""
+    from eval_pipeline_tests.report.test_report_in_a_browser import _browser
+    from eval_pipeline_tests.test_ui import free_port
+
+    browser = _browser()
+    lane_home, sweep_instance = swept
+    resources = lane_resources(lane_home)
+    result = dg.materialize(
+        [sweep_summary_asset, sweep_tracking_asset], instance=sweep_instance, resources=resources
+    )
+    assert result.success
+    meta = _metadata(result)["sweep_tracking"]
+    tracking = resources["tracking"]
+    assert isinstance(tracking, MlflowTracking)
+    store = tracking.store()
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "server",
+            "--backend-store-uri",
+            store.uri,
+            "--default-artifact-root",
+            store.artifact_root,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "mlflow server did not answer /health"
+                assert server.poll() is None, f"mlflow server exited {server.returncode}"
+                time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}{meta['mlflow_runs_page']}"
+        chrome = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+        chrome += ["--virtual-time-budget=20000"]
+        dom = subprocess.run(
+            [*chrome, "--window-size=3200,1000", "--dump-dom", url],  # every column drawn
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        shot = tmp_path / "mlflow-sweep.png"
+        subprocess.run(
+            [*chrome, "--window-size=1600,1000", f"--screenshot={shot}", url],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert "No data available" not in dom and "No traces" not in dom  # the GenAI page
+    assert f"sweep {result.run_id[:8]}" in dom  # the parent run is a row of the table
+    cells = _header_cells(dom)
+    wanted = [f"{lane}.{model}.score.all" for lane in ("product", "model") for model in MODELS]
+    wanted.append("compare.product.sim-strong_vs_sim-small.difference")
+    for name in wanted:
+        assert f"metrics.`{name}`" in cells, f"no {name} column: {sorted(cells)}"
+        assert cells[f"metrics.`{name}`"][1] >= 7 * len(name), f"{name} is cut off"
+    boxes = sorted(cells[f"metrics.`{name}`"] for name in wanted)
+    for (left, width), (next_left, _) in itertools.pairwise(boxes):
+        assert left + width <= next_left, "two score columns overlap"
+    pixels = mpimg.imread(shot)
+    assert (
+        pixels.shape[0] >= 900 and len(np.unique(pixels.reshape(-1, pixels.shape[2]), axis=0)) > 50
     )
