@@ -14,6 +14,7 @@ from eval_pipeline import paths
 from eval_pipeline.errors import EvalPipelineError
 
 if TYPE_CHECKING:
+    from eval_pipeline.lanes.subset import CaseSelection
     from eval_pipeline.mission.runner import JobOutcome
     from eval_pipeline.scoring.compare import StoredComparison
 
@@ -87,6 +88,72 @@ def _world_options(command: Callable[P, R]) -> Callable[P, R]:
     )(command)
 
 
+def _subset_options(command: Callable[P, R]) -> Callable[P, R]:
+    """--cases, --categories and --limit: a quick run on a subset of the cases, in a folder
+    of its own and never published as the suite (`eval_pipeline.lanes.subset`)."""
+    command = click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="At most N cases, taken from each category in turn. A subset run.",
+    )(command)
+    command = click.option(
+        "--categories", default="", help="Only cases of these categories (comma-separated)."
+    )(command)
+    return click.option(
+        "--cases",
+        "case_patterns",
+        default="",
+        help="Only these case ids or patterns (comma-separated, e.g. 'royalty_math-*'); a "
+        "number N means N cases, as --limit N. A subset run.",
+    )(command)
+
+
+def _selection(case_patterns: str, categories: str, limit: int | None) -> CaseSelection:
+    from eval_pipeline.lanes.subset import CaseSelection, parse_case_option
+
+    patterns, count = parse_case_option(case_patterns) if case_patterns else ((), None)
+    if count is not None and limit is not None:
+        fail(f"--cases {case_patterns} and --limit {limit} both give a number of cases: give one")
+    return CaseSelection(
+        cases=patterns,
+        categories=tuple(name.strip() for name in categories.split(",") if name.strip()),
+        limit=limit if limit is not None else count,
+    )
+
+
+def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelection) -> None:
+    """A quick run of both lanes on the selected cases, printed; exits 1 when a case got no
+    usable reply (‡)."""
+    from eval_pipeline import world_stages
+    from eval_pipeline.lanes.agent_db import build_agent_world_db
+    from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
+    from eval_pipeline.lanes.subset import RESULT_FILE, run_subset, subset_root
+    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.scoring.judge import load_judge
+    from eval_pipeline.scoring.score import UNHEARD
+
+    judge = load_judge()
+    configs = scan_model_configs().require([*names, judge.model])
+    warehouse = paths.warehouse_path()
+    fixture_set = world_stages.current_fixture_set(warehouse)
+    result = run_subset(
+        models=names,
+        seeds=seeds,
+        selection=selection,
+        fixture_set=fixture_set,
+        agent_db=build_agent_world_db(warehouse, paths.agent_world_dir()),
+        configs=configs,
+        judge=judge,
+        guards=guards_from_env(GuardSettings()),
+    )
+    click.echo(result.text())
+    click.echo(f"\nrecords and result: {subset_root(result.run_id) / RESULT_FILE}")
+    unheard = [s for s in result.scores if s.status in UNHEARD]
+    if unheard:
+        fail(f"{len(unheard)} case run(s) got no usable reply (‡): see the table above", code=1)
+
+
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """eval_pipeline: reproducible evaluation experiments on LLM agents.
@@ -98,20 +165,32 @@ def main() -> None:
 
 
 @main.command()
-def demo() -> None:
+@_subset_options
+def demo(case_patterns: str, categories: str, limit: int | None) -> None:
     """The whole mission on a local Dagster instance: world, answer key, fixtures,
     calibration, both lanes for every model and seed of the sweep, its registered
     experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
     killed earlier demo left behind). Exits 1 if a step failed or a case got no usable
-    reply (‡: the top causes are printed; the next demo re-runs those cases)."""
+    reply (‡: the top causes are printed; the next demo re-runs those cases).
+
+    With --cases, --categories or --limit: the main job, then a quick run of the sweep's
+    models and seeds on those cases only, printed and never published."""
     from eval_pipeline.mission.display import MissionBar
     from eval_pipeline.mission.runner import run_main_job
 
+    selection = _selection(case_patterns, categories, limit)
     bar = MissionBar()
     try:
-        outcome = run_main_job(progress=bar)
+        outcome = run_main_job(progress=bar, world_only=selection.chosen_anything)
     finally:
         bar.close()
+    if selection.chosen_anything and outcome.success:
+        from eval_pipeline.lanes.sweep import load_sweep_config
+
+        sweep_config = load_sweep_config()
+        click.echo(f"Dagster run {outcome.run_id} (main job): succeeded")
+        _run_subset(sweep_config.models, sweep_config.seeds, selection)
+        return
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     recovery = outcome.recovery
@@ -792,11 +871,22 @@ def experiment_run(experiment_id: str) -> None:
 @click.option(
     "--dry-run", is_flag=True, help="Print the calls and their worst-case cost; call nothing."
 )
-def sweep(models: str, seeds: str, dry_run: bool) -> None:
+@_subset_options
+def sweep(
+    models: str,
+    seeds: str,
+    dry_run: bool,
+    case_patterns: str,
+    categories: str,
+    limit: int | None,
+) -> None:
     """Both lanes for each model × seed on the fixture set the main job froze, then scores,
     the gate, tracking and the report; real providers read their keys from the environment.
     The plan (calls and worst-case cost) is printed first. Exits 1 if a case got no usable
-    reply (‡), printing the top causes; run it again once fixed to re-run those cases."""
+    reply (‡), printing the top causes; run it again once fixed to re-run those cases.
+
+    With --cases, --categories or --limit: a quick run of both lanes on those cases only, in
+    a folder of its own (var/subsets/), printed and never published as the suite."""
     from eval_pipeline import world_stages
     from eval_pipeline.lanes.sweep_plan import plan_sweep
     from eval_pipeline.providers.config import scan_model_configs
@@ -810,9 +900,10 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
     seed_list = _seed_list(seeds)
     from eval_pipeline.lanes.sweep import load_sweep_config
 
+    selection = _selection(case_patterns, categories, limit)
     partitioned = load_sweep_config().seeds  # the lanes' seed partitions
     unknown = [seed for seed in seed_list if seed not in partitioned]
-    if unknown:
+    if unknown and not selection.chosen_anything:  # a subset runs outside the partitions
         raise click.BadParameter(
             f"seed(s) {', '.join(map(str, unknown))} are not partitions of the lanes: the "
             f"sweep config {paths.sweep_config()} declares seeds "
@@ -823,6 +914,7 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
     scan = scan_model_configs()
     configs = scan.require([*names, judge.model])
     fixture_set = world_stages.current_fixture_set(paths.warehouse_path())
+    chosen = selection.choose(fixture_set.cases) if selection.chosen_anything else None
     plan = plan_sweep(
         [configs[name] for name in names],
         seed_list,
@@ -832,10 +924,17 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
         utc_today(),
         judge,
         configs[judge.model],
+        cases=chosen,
+    )
+    cases_shown = (
+        f"{len(fixture_set.cases)} cases"
+        if chosen is None
+        else f"a SUBSET: {len(chosen)} of its {len(fixture_set.cases)} cases, "
+        f"{selection.describe()}"
     )
     click.echo(
         f"Sweep plan: {', '.join(names)} × seeds {', '.join(map(str, seed_list))} on fixture "
-        f"set {plan.fixture_id} ({len(fixture_set.cases)} cases), prices of {plan.day}:"
+        f"set {plan.fixture_id} ({cases_shown}), prices of {plan.day}:"
     )
     click.echo("\n".join("  " + line for line in plan.table().splitlines()))
     click.echo(
@@ -855,6 +954,9 @@ def sweep(models: str, seeds: str, dry_run: bool) -> None:
             + ", ".join(sorted(set(plan.missing_keys.values())))
             + " in the environment"
         )
+    if chosen is not None:
+        _run_subset(names, seed_list, selection)
+        return
     from eval_pipeline.mission.display import MissionBar, echo_gate, echo_headline
     from eval_pipeline.mission.runner import run_sweep
 

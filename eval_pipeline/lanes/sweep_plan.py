@@ -19,6 +19,7 @@ from datetime import date
 from decimal import Decimal
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.conversation import case_request, opening
 from eval_pipeline.lanes.records import Lane
@@ -100,6 +101,7 @@ def _lane_calls(
     settings: LaneSettings,
     seeds: Sequence[int],
     fixture_set: FixtureSet,
+    cases: Sequence[Case],
     book: PriceBook,
     day: date,
 ) -> PlannedCalls:
@@ -114,7 +116,7 @@ def _lane_calls(
     )
     total = Decimal(0)
     for seed in seeds:
-        for case in fixture_set.cases:
+        for case in cases:
             body = wire_body(config, case_request(opening(case), tools, settings.max_tokens, seed))
             output = wire_output_limit(body)
             first = book.worst_case(
@@ -129,12 +131,12 @@ def _lane_calls(
                 else Decimal(0)
             )
             total += attempts * (first + (turns - 1) * later)
-    requests = len(fixture_set.cases) * len(seeds) * turns
+    requests = len(cases) * len(seeds) * turns
     return PlannedCalls(
         model=config.name,
         role=lane,
         seeds=tuple(seeds),
-        cases=len(fixture_set.cases),
+        cases=len(cases),
         max_requests=requests,
         max_attempts=requests * attempts,
         worst_case_usd=total,
@@ -155,11 +157,11 @@ def _judge_calls(
     config: ModelConfig,
     models: int,
     seeds: Sequence[int],
-    fixture_set: FixtureSet,
+    cases: Sequence[Case],
     book: PriceBook,
     day: date,
 ) -> PlannedCalls:
-    judged = sum(1 for case in fixture_set.cases if "judged" in case.tiers)
+    judged = sum(1 for case in cases if "judged" in case.tiers)
     requests = judged * len(seeds) * models
     simulated = config.provider == SIMULATED
     total = Decimal(0)
@@ -192,19 +194,29 @@ def plan_sweep(
     judge_config: ModelConfig,
     settings: Mapping[Lane, LaneSettings] | None = None,
     env: Mapping[str, str] | None = None,
+    cases: Sequence[Case] | None = None,
 ) -> SweepPlan:
-    """Every model × lane × seed × case of the sweep, and the judge, bounded; no call made."""
+    """Every model × lane × seed × case of the sweep (or of `cases`, a subset of the fixture
+    set), and the judge, bounded; no call made."""
     env = os.environ if env is None else env
     chosen = dict(settings or {})
+    planned = list(fixture_set.cases if cases is None else cases)
     calls = [
         _lane_calls(
-            config, lane, chosen.get(lane, LaneSettings(lane=lane)), seeds, fixture_set, book, day
+            config,
+            lane,
+            chosen.get(lane, LaneSettings(lane=lane)),
+            seeds,
+            fixture_set,
+            planned,
+            book,
+            day,
         )
         for config in configs
         for lane in lanes
     ]
     if "product" in lanes:
-        calls.append(_judge_calls(judge, judge_config, len(configs), seeds, fixture_set, book, day))
+        calls.append(_judge_calls(judge, judge_config, len(configs), seeds, planned, book, day))
     missing = {
         config.name: variable
         for config in [*configs, judge_config]

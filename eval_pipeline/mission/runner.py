@@ -383,9 +383,12 @@ def mission_steps(sweep: SweepConfig, specs: list[ExperimentSpec]) -> int:
     return 2 + len(sweep.models) * len(sweep.seeds) + 2 * len(specs)
 
 
-def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
+def run_main_job(
+    progress: MissionProgress | None = None, *, world_only: bool = False
+) -> MainJobOutcome:
     """The whole mission in process on the instance in DAGSTER_HOME (created if needed): the
-    main job, the sweep's lanes, its registered experiments, then the results job.
+    main job, the sweep's lanes, its registered experiments, then the results job; with
+    `world_only`, the main job alone (a quick run on a subset runs beside it, not here).
 
     Raises LockedError if another demo is running, and the config's own error when a
     config the mission reads is invalid (before any run starts).
@@ -405,7 +408,7 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
         from eval_pipeline.definitions import defs
 
         job = defs.resolve_job_def(MAIN_JOB)
-        shown.begin(mission_steps(sweep, specs))
+        shown.begin(1 if world_only else mission_steps(sweep, specs))
         with dg.DagsterInstance.get() as instance:
             recovery = recover_after_crash(instance)
             crash_point("demo.recovered")
@@ -420,7 +423,7 @@ def run_main_job(progress: MissionProgress | None = None) -> MainJobOutcome:
                 "main job: world, answer key, fixtures, calibration",
             )
             outcome = _outcome(main, home, warnings, recovery)
-            if not outcome.success:
+            if not outcome.success or world_only:
                 return outcome
             lanes = run_sweep_partitions(
                 instance, defs.resolve_job_def(LANES_JOB), sweep, shown, defs

@@ -23,9 +23,10 @@ from eval_pipeline.lanes.store import distinct_call_counts, read_identities
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import Provenance, RefBook, chain
 from eval_pipeline.report.sweep import SweepReport, build_sweep_report, headline_table
-from eval_pipeline.report.transcript import Transcript, failed, read_transcripts
+from eval_pipeline.report.transcript import Transcript, read_transcripts
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores
 from eval_pipeline.scoring.compare import ModelComparison, lane_comparisons
+from eval_pipeline.scoring.score import failed
 from eval_pipeline.scoring.store import read_scores
 from eval_pipeline.tracking.provenance import CodeVersion
 

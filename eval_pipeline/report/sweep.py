@@ -36,14 +36,10 @@ from eval_pipeline.report.refs import (
     References,
     audited_table_marker,
 )
-from eval_pipeline.report.transcript import (
-    Transcript,
-    failing_tier,
-    transcript_html,
-    transcript_path,
-)
+from eval_pipeline.report.transcript import Transcript, transcript_html, transcript_path
 from eval_pipeline.scoring.aggregate import LaneSummary
 from eval_pipeline.scoring.compare import ModelComparison, comparisons_markdown
+from eval_pipeline.scoring.score import failing_tier
 
 
 class SweepReport(FrozenRecord):

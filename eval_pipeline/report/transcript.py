@@ -23,12 +23,11 @@ from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.score import STATUS_MARKS, CaseScore
+from eval_pipeline.scoring.score import CaseScore, failed, failing_tier
 
 MAX_SHOWN_CHARS = 2_000
 """A tool result or reply longer than this is cut, saying how much was left out (a run_sql
 result can be megabytes)."""
-UNHEARD = ("infra_error", "harness_error", "judge_error")
 
 
 class TranscriptError(EvalPipelineError):
@@ -40,36 +39,6 @@ class Transcript(FrozenRecord):
     score: CaseScore
     run: CaseRun
     events: tuple[TraceEvent, ...]
-
-
-def failed(score: CaseScore) -> bool:
-    """A case that did not pass in this seed: scored below one half, or never scored."""
-    return score.score is None or score.score < 0.5
-
-
-def failing_tier(score: CaseScore) -> str:
-    """What failed the case: the tier(s) below one half, with the trace checks that failed,
-    or why it was never scored."""
-    if score.status in UNHEARD:
-        return f"never heard ({STATUS_MARKS[score.status]} {score.status.replace('_', ' ')})"
-    if score.status == "budget_stopped":
-        return "budget-stopped (†)"
-    tiers = [
-        name
-        for name, value in (
-            ("exact", score.exact),
-            ("trace", score.trace),
-            ("judged", score.judged),
-        )
-        if value is not None and value < 0.5
-    ]
-    shown = [
-        f"trace: {', '.join(score.failed_checks)}"
-        if name == "trace" and score.failed_checks
-        else name
-        for name in tiers
-    ]
-    return "; ".join(shown) or "score below 0.5"
 
 
 def _cut(text: str, limit: int = MAX_SHOWN_CHARS) -> str:

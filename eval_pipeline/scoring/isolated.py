@@ -105,10 +105,12 @@ async def run_and_score(
     root: Path,
     judge: Judge,
     judge_config: ModelConfig,
+    only: Sequence[Case] | None = None,
 ) -> dict[str, list[tuple[CaseScore, CaseRun]]]:
-    """Every configuration for every seed, then every case scored; by configuration name.
-    The judge's verdicts are kept under `root` (`rescore_stored_configuration` reads them)."""
-    cases = {case.case_id: case for case in fixture_set.cases}
+    """Every configuration for every seed, then every case scored (or only the cases of
+    `only`, a subset of the fixture set's); by configuration name. The judge's verdicts are
+    kept under `root` (`rescore_stored_configuration` reads them)."""
+    cases = {case.case_id: case for case in (fixture_set.cases if only is None else only)}
     runs: dict[str, list[tuple[CaseRun, list[TraceEvent]]]] = {}
     with LabelToolbox(agent_db) as toolbox:
         for name, config, settings in configurations:
@@ -123,9 +125,14 @@ async def run_and_score(
                     settings=settings,
                     toolbox=toolbox if settings.lane == "product" else None,
                     folder=folder,
+                    cases=list(cases.values()),
                 )
                 runs.setdefault(name, []).extend(
-                    _stored_runs(root, name, config, settings, seed, fixture_set.fixture_id)
+                    (run, events)
+                    for run, events in _stored_runs(
+                        root, name, config, settings, seed, fixture_set.fixture_id
+                    )
+                    if run.case_id in cases
                 )
     every_run = [run for pairs in runs.values() for run, _ in pairs]
     verdicts = await ask_judge(

@@ -75,6 +75,40 @@ class CaseScore(FrozenRecord):
     scorer_version: str = SCORER_VERSION
 
 
+UNHEARD = ("infra_error", "harness_error", "judge_error")
+"""Statuses of a case the model never answered usably (‡): left out, never a zero."""
+
+
+def failed(score: CaseScore) -> bool:
+    """A case that did not pass in this seed: scored below one half, or never scored."""
+    return score.score is None or score.score < 0.5
+
+
+def failing_tier(score: CaseScore) -> str:
+    """What failed the case: the tier(s) below one half, with the trace checks that failed,
+    or why it was never scored."""
+    if score.status in UNHEARD:
+        return f"never heard ({STATUS_MARKS[score.status]} {score.status.replace('_', ' ')})"
+    if score.status == "budget_stopped":
+        return "budget-stopped (†)"
+    tiers = [
+        name
+        for name, value in (
+            ("exact", score.exact),
+            ("trace", score.trace),
+            ("judged", score.judged),
+        )
+        if value is not None and value < 0.5
+    ]
+    shown = [
+        f"trace: {', '.join(score.failed_checks)}"
+        if name == "trace" and score.failed_checks
+        else name
+        for name in tiers
+    ]
+    return "; ".join(shown) or "score below 0.5"
+
+
 def _f1(answered: set[int], expected: set[int]) -> float:
     if not answered and not expected:
         return 1.0

@@ -12,8 +12,6 @@ from eval_pipeline.report.sweep import build_sweep_report, failing_cases
 from eval_pipeline.report.transcript import (
     MAX_SHOWN_CHARS,
     TranscriptError,
-    failed,
-    failing_tier,
     read_transcripts,
     show_case,
     transcript_html,
@@ -21,7 +19,7 @@ from eval_pipeline.report.transcript import (
     transcript_text,
 )
 from eval_pipeline.scoring.aggregate import summarize_scores
-from eval_pipeline.scoring.score import CaseScore, score_case
+from eval_pipeline.scoring.score import CaseScore, failed, failing_tier, score_case
 from eval_pipeline_tests.report.test_refs import PROVENANCE
 from eval_pipeline_tests.scoring.cases import make_case, make_run
 from eval_pipeline_tests.scoring.test_grading import warehouse
