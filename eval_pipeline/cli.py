@@ -14,9 +14,14 @@ from eval_pipeline import paths
 from eval_pipeline.errors import EvalPipelineError
 
 if TYPE_CHECKING:
+    from eval_pipeline.experiments.registry import Registration
+    from eval_pipeline.experiments.spec import ExperimentSpec
+    from eval_pipeline.fixtures.frozen import FixtureSet
     from eval_pipeline.lanes.subset import CaseSelection
     from eval_pipeline.mission.runner import JobOutcome
+    from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.scoring.compare import StoredComparison
+    from eval_pipeline.scoring.judge import Judge
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -836,19 +841,32 @@ def experiment_register(experiment_id: str) -> None:
 
 @experiment.command("run")
 @click.argument("experiment_id")
-def experiment_run(experiment_id: str) -> None:
+@_subset_options
+def experiment_run(
+    experiment_id: str, case_patterns: str, categories: str, limit: int | None
+) -> None:
     """Run both arms (one Dagster run per arm partition) and write the parity report;
-    refuses an unregistered or altered spec, or another fixture set."""
+    refuses an unregistered or altered spec, or another fixture set.
+
+    With --cases, --categories or --limit: the registered arms on those cases only, in a
+    folder of their own, the parity table printed as a SUBSET; no report, no MLflow result,
+    no verdict of record."""
     from eval_pipeline import world_stages
     from eval_pipeline.experiments.registry import require_registration
     from eval_pipeline.experiments.spec import load_spec, resolve
     from eval_pipeline.mission.runner import run_experiment
     from eval_pipeline.tracking.store import default_store, open_client
 
+    selection = _selection(case_patterns, categories, limit)
     spec = load_spec(experiment_id)
-    material, _, _ = resolve(spec)
-    fixture_id = world_stages.current_fixture_set(paths.warehouse_path()).fixture_id
-    registration = require_registration(open_client(default_store()), spec, material, fixture_id)
+    material, configs, judge = resolve(spec)
+    fixture_set = world_stages.current_fixture_set(paths.warehouse_path())
+    registration = require_registration(
+        open_client(default_store()), spec, material, fixture_set.fixture_id
+    )
+    if selection.chosen_anything:  # registered first: a subset is a smoke test, not a peek
+        _run_experiment_subset(spec, selection, fixture_set, configs, judge, registration)
+        return
     click.echo(f"{experiment_id}: registration {registration.run_id} holds; running the arms")
     outcomes = run_experiment(experiment_id)
     for outcome in outcomes:
@@ -859,6 +877,57 @@ def experiment_run(experiment_id: str) -> None:
     report = outcomes[-1].materializations[f"experiments/{experiment_id}/parity_report"]
     click.echo(str(report["report"]))
     click.echo(f"report: {report['path']}")
+
+
+def _run_experiment_subset(
+    spec: ExperimentSpec,
+    selection: CaseSelection,
+    fixture_set: FixtureSet,
+    configs: dict[str, ModelConfig],
+    judge: Judge,
+    registration: Registration,
+) -> None:
+    from datetime import UTC, datetime
+
+    from eval_pipeline.experiments.arms import run_arms_on_subset
+    from eval_pipeline.experiments.parity import parity_report, report_markdown
+    from eval_pipeline.lanes.agent_db import build_agent_world_db
+    from eval_pipeline.lanes.subset import new_run_id, subset_banner, subset_root
+    from eval_pipeline.providers.sessions import SIMULATED
+    from eval_pipeline.scoring.gate import load_gate_config
+
+    chosen = selection.choose(fixture_set.cases)
+    run_id = new_run_id(datetime.now(UTC))
+    root = subset_root(run_id) / spec.id
+    scores = run_arms_on_subset(
+        spec,
+        cases=chosen,
+        fixture_set=fixture_set,
+        agent_db=build_agent_world_db(paths.warehouse_path(), paths.agent_world_dir()),
+        configs=configs,
+        judge=judge,
+        run_id=f"subset-{run_id}",
+        root=root,
+    )
+    providers = {name: configs[name].provider for name in spec.models()}
+    report = parity_report(spec, registration.spec_hash, scores, load_gate_config(), providers)
+    seeds = sorted({seed for arm in spec.arms().values() for seed in arm.seeds})
+    simulated = [name for name in spec.models() if configs[name].provider == SIMULATED]
+    banner = subset_banner(
+        run_id,
+        len(chosen),
+        len(fixture_set.cases),
+        fixture_set.fixture_id,
+        selection,
+        seeds,
+        simulated,
+    )
+    text = f"{banner} The verdicts below are of these cases only.\n\n" + report_markdown(
+        spec, report
+    )
+    (root / "parity_report.md").write_text(text + "\n", encoding="utf-8")
+    click.echo(text)
+    click.echo(f"\nsubset report: {root / 'parity_report.md'}")
 
 
 @main.command()

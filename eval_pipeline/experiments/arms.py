@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
@@ -109,6 +111,50 @@ def run_arm(
     staged.write_text(result.model_dump_json(), encoding="utf-8")
     os.replace(staged, target)
     return result
+
+
+def run_arms_on_subset(
+    spec: ExperimentSpec,
+    *,
+    cases: Sequence[Case],
+    fixture_set: FixtureSet,
+    agent_db: Path,
+    configs: dict[str, ModelConfig],
+    judge: Judge,
+    run_id: str,
+    root: Path,
+) -> dict[str, list[CaseScore]]:
+    """Every arm on `cases` only, in `root` (a quick run's folder): a smoke test of a
+    registered spec, never its result (nothing is written where the report reads arms)."""
+    arms = spec.arms()
+    needed = {name: configs[name] for name in {*spec.models(), judge.model}}
+    with session_for(needed, run_id=run_id, journal=root / "calls" / "envelopes.jsonl") as session:
+
+        async def go() -> dict[str, list[CaseScore]]:
+            scores: dict[str, list[CaseScore]] = {}
+            async with session:
+                for name, arm in arms.items():
+                    scored = await run_and_score(
+                        [
+                            (
+                                name,
+                                arm_config(arm, configs),
+                                LaneSettings(lane=arm.lane, guards=arm.guards),
+                            )
+                        ],
+                        seeds=arm.seeds,
+                        fixture_set=fixture_set,
+                        agent_db=agent_db,
+                        session=session,
+                        root=root,
+                        judge=judge,
+                        judge_config=configs[judge.model],
+                        only=cases,
+                    )
+                    scores[name] = [score for score, _ in scored[name]]
+            return scores
+
+        return asyncio.run(go())
 
 
 def read_arm_result(experiment: str, arm: str, root: Path | None = None) -> ArmResult | None:

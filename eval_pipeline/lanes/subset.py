@@ -142,16 +142,14 @@ class SubsetResult(FrozenRecord):
     scores: tuple[CaseScore, ...]
 
     def banner(self) -> str:
-        provider = (
-            f"; {', '.join(self.simulated)} answered by the simulated provider"
-            if self.simulated
-            else ""
-        )
-        return (
-            f"SUBSET run {self.run_id}: {len(self.case_ids)} of the {self.suite_cases} cases "
-            f"of fixture set {self.fixture_id} ({self.selection.describe()}), seeds "
-            f"{', '.join(map(str, self.seeds))}{provider}. Not the suite's result: nothing is "
-            "published (warehouse, summary, gate, MLflow, report and README are untouched)."
+        return subset_banner(
+            self.run_id,
+            len(self.case_ids),
+            self.suite_cases,
+            self.fixture_id,
+            self.selection,
+            self.seeds,
+            self.simulated,
         )
 
     def text(self) -> str:
@@ -169,6 +167,25 @@ class SubsetResult(FrozenRecord):
                 f"{failing_tier(score)} ({score.reason[:160]}; read {score.answer!r})"
             )
         return "\n".join(lines)
+
+
+def subset_banner(
+    run_id: str,
+    cases: int,
+    suite_cases: int,
+    fixture_id: str,
+    selection: CaseSelection,
+    seeds: Sequence[int],
+    simulated: Sequence[str],
+) -> str:
+    """The first line of anything a subset prints or writes: what it is a subset of."""
+    provider = f"; {', '.join(simulated)} answered by the simulated provider" if simulated else ""
+    return (
+        f"SUBSET run {run_id}: {cases} of the {suite_cases} cases of fixture set "
+        f"{fixture_id} ({selection.describe()}), seeds {', '.join(map(str, seeds))}{provider}. "
+        "Not the suite's result: nothing is published (warehouse, summary, gate, MLflow, "
+        "report and README are untouched)."
+    )
 
 
 def subset_root(run_id: str) -> Path:
