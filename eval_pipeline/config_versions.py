@@ -44,7 +44,7 @@ CONFIG_FAMILIES: dict[str, tuple[str, Callable[[], list[Path]]]] = {
     ),
     "model_configs": (
         "Every model config (provider, wire format, limits, sim profile).",
-        lambda: [paths.models_dir()],
+        lambda: list(paths.models_dirs()),
     ),
     "price_book": ("The price book every cost is computed from.", lambda: [paths.prices_path()]),
     "judge_config": (

@@ -35,10 +35,15 @@ def default_world_config() -> Path:
     return Path(override).resolve() if override else CONFIGS_DIR / "worlds" / "label.yaml"
 
 
-def models_dir() -> Path:
-    """The model configs: `EVALP_MODELS_DIR` or the committed `configs/models`."""
+def models_dirs() -> tuple[Path, ...]:
+    """The model config folders, in the order they are read: the committed `configs/models`,
+    then `EVALP_MODELS_DIR` when set, whose files add to the committed ones (a file of the
+    same name replaces the committed one): your own models never lose the judge's."""
+    shipped = CONFIGS_DIR / "models"
     override = os.environ.get("EVALP_MODELS_DIR")
-    return Path(override).resolve() if override else CONFIGS_DIR / "models"
+    if not override or Path(override).resolve() == shipped.resolve():
+        return (shipped,)
+    return (shipped, Path(override).resolve())
 
 
 def sweep_config() -> Path:

@@ -108,7 +108,7 @@ def test_a_refused_sweep_exits_1_with_the_servers_reason_and_heals_once_fixed(
     env = small_world_env(isolated_state)
     Path(env["EVALP_SWEEP_CONFIG"]).write_text(ONE_SEED)
     models = isolated_state / "models"
-    shutil.copytree(paths.models_dir(), models)
+    shutil.copytree(paths.CONFIGS_DIR / "models", models)
     (models / "relay.yaml").write_text(RELAY.format(url=relay.url))
     env["EVALP_MODELS_DIR"] = str(models)
     demo = run_evalp(["demo"], env, timeout_s=900)

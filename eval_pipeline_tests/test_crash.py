@@ -122,6 +122,7 @@ def _unused_config_with_a_typo(home: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # eleven small-world demos: 150 s alone, 300 s beside two CI workers
 def test_evalp_demo_killed_at_ten_points(isolated_state: Path) -> None:
     env = {
         **small_world_env(isolated_state),

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import models_dir
+from eval_pipeline.paths import models_dirs
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.records import FrozenRecord
 
@@ -193,14 +193,18 @@ def load_model_config(path: Path) -> ModelConfig:
 
 @dataclass(frozen=True)
 class ModelConfigScan:
-    """Every model config file of a folder: the valid ones by name, the invalid ones by
-    file with the reason. A job takes the configs it uses (`require`) and reports the
+    """Every model config file of the config folders: the valid ones by name, the invalid
+    ones by file with the reason. A job takes the configs it uses (`require`) and reports the
     invalid files it skipped (`skipped`): a typo in a config nothing uses is shown, but
     does not stop a run that never needed it."""
 
-    directory: Path
+    directories: tuple[Path, ...]
     configs: Mapping[str, ModelConfig]
     invalid: Mapping[Path, str]
+
+    @property
+    def where(self) -> str:
+        return " + ".join(str(directory) for directory in self.directories)
 
     def require(self, names: Iterable[str]) -> dict[str, ModelConfig]:
         """The configs called `names`; a missing one is an error naming the invalid files
@@ -215,12 +219,12 @@ class ModelConfigScan:
                     f"model config {listed} needed but not loaded: {reason}"
                     if len(self.invalid) == 1
                     else f"model config {listed} needed but not loaded; "
-                    f"{len(self.invalid)} files in {self.directory} are invalid, "
+                    f"{len(self.invalid)} files in {self.where} are invalid, "
                     f"first {path}: {reason}"
                 )
             known = ", ".join(sorted(self.configs)) or "none"
             raise ConfigError(
-                f"model config {listed} not found in {self.directory}; known: {known}"
+                f"model config {listed} not found in {self.where}; known: {known}"
             )
         return {name: self.configs[name] for name in wanted}
 
@@ -234,12 +238,14 @@ class ModelConfigScan:
 
 
 def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
-    """Every `*.yaml` under `paths.models_dir()`; invalid files are kept with their error.
+    """Every `*.yaml` of `directory`, else of `paths.models_dirs()` (a file of a later folder
+    replaces an earlier one of the same file name); invalid files are kept with their error.
     Two valid files with one config name are an error (which one was meant is unknown)."""
-    root = directory or models_dir()
+    roots = (directory,) if directory is not None else models_dirs()
+    files = {path.name: path for root in roots for path in sorted(root.glob("*.yaml"))}
     configs: dict[str, ModelConfig] = {}
     invalid: dict[Path, str] = {}
-    for path in sorted(root.glob("*.yaml")):
+    for path in sorted(files.values(), key=lambda found: found.name):
         try:
             config = load_model_config(path)
         except ConfigError as error:
@@ -248,7 +254,7 @@ def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
         if config.name in configs:
             raise ConfigError(f"model config name {config.name!r} is used twice (in {path})")
         configs[config.name] = config
-    return ModelConfigScan(directory=root, configs=configs, invalid=invalid)
+    return ModelConfigScan(directories=roots, configs=configs, invalid=invalid)
 
 
 def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:

@@ -129,14 +129,28 @@ def headline_metrics(summary: LaneSummary, prefix: str = "") -> dict[str, float]
     return {prefix + key: every[prefix + key] for key in HEADLINE_METRICS if prefix + key in every}
 
 
+COMPARISON_METRICS = ("difference", "low", "high", "noise_floor")
+"""What each pair logs as metrics (named `compare.<lane>.<candidate>_vs_<reference>.<what>`):
+the gap, its interval and the noise floor; McNemar and the case counts are in
+`comparisons.json`."""
+
+
 def comparison_metrics(comparisons: Sequence[ModelComparison]) -> dict[str, float]:
-    """Each comparison's gap as a metric named by lane and pair (its interval, noise floor
-    and McNemar p are in `comparisons.json`); a gap without a value is left out."""
-    return {
-        f"compare.{c.lane}.{c.candidate}_vs_{c.reference}.difference": c.paired.difference
-        for c in comparisons
-        if c.paired.difference is not None
-    }
+    """Each comparison's gap, interval and noise floor as metrics named by lane and pair; a
+    value that does not exist (one seed: no noise floor) is left out, never a stand-in."""
+    metrics: dict[str, float] = {}
+    for c in comparisons:
+        values = {
+            "difference": c.paired.difference,
+            "low": c.paired.low,
+            "high": c.paired.high,
+            "noise_floor": c.noise_floor,
+        }
+        for what in COMPARISON_METRICS:
+            value = values[what]
+            if value is not None:
+                metrics[f"compare.{c.lane}.{c.candidate}_vs_{c.reference}.{what}"] = value
+    return metrics
 
 
 def summary_table(summaries: Sequence[LaneSummary]) -> dict[str, list[object]]:
@@ -303,7 +317,8 @@ def headline_columns(
     scores: Sequence[CaseScore], comparisons: Sequence[ModelComparison]
 ) -> list[str]:
     """The parent-run metrics a reader looks at first, product lane first: every model's
-    overall score, then each pair's gap; capped at `MAX_VIEW_COLUMNS`."""
+    overall score, then each pair's gap with its interval and noise floor; capped at
+    `MAX_VIEW_COLUMNS`."""
     lanes = sorted({s.lane for s in scores}, key=lambda lane: (lane != "product", lane))
     present = {(s.lane, s.model) for s in scores}
     columns = [
@@ -312,8 +327,16 @@ def headline_columns(
         for model in sorted({s.model for s in scores})
         if (lane, model) in present
     ]
-    gaps = comparison_metrics(comparisons)
-    columns += sorted(gaps, key=lambda name: (not name.startswith("compare.product."), name))
+    gaps = comparison_metrics(comparisons)  # the product lane's pairs first, each pair whole
+    order = {what: index for index, what in enumerate(COMPARISON_METRICS)}
+    columns += sorted(
+        gaps,
+        key=lambda name: (
+            not name.startswith("compare.product."),
+            name.rsplit(".", 1)[0],
+            order[name.rsplit(".", 1)[1]],
+        ),
+    )
     return columns[:MAX_VIEW_COLUMNS]
 
 

@@ -22,7 +22,9 @@ from eval_pipeline.defs.lane_assets import (
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
-from eval_pipeline.lanes.sweep import SweepConfig
+from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
+from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline_tests.defs.conftest import NO_FAULTS, lane_resources
 
@@ -153,16 +155,14 @@ def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Pa
         result = model_configs_sensor(context)
         assert isinstance(result, dg.SensorResult)
         [request] = result.dynamic_partitions_requests or []
-        assert sorted(request.partition_keys) == [
-            "sim-flaky-heal",
-            "sim-judge",
-            "sim-small",
-            "sim-strong",
-            "sim-tool-responder-openai",
-        ]
-        # runs only for the sweep's models (the committed sweep names sim-strong and sim-small)
+        # the test's own configs, added to the shipped ones (EVALP_MODELS_DIR adds)
+        shipped = scan_model_configs(CONFIGS_DIR / "models").configs
+        assert sorted(request.partition_keys) == sorted({*shipped, "sim-flaky-heal"})
+        # runs only for the sweep's models (the committed sweep's), not every config
+        sweep = load_sweep_config()
         requested = sorted(str(r.partition_key) for r in result.run_requests or [])
-        assert requested == [f"{m}|{s}" for m in ("sim-small", "sim-strong") for s in (0, 1, 2)]
+        assert requested == sorted(f"{m}|{s}" for m in sweep.models for s in sweep.seeds)
+        assert set(sweep.models) < set(request.partition_keys)
         instance.add_dynamic_partitions(MODELS_PARTITIONS, list(request.partition_keys))
         again = model_configs_sensor(dg.build_sensor_context(instance_ref=instance.get_ref()))
         assert isinstance(again, dg.SkipReason)

@@ -374,10 +374,13 @@ def test_the_sweep_is_tracked_in_mlflow_as_a_parent_run_with_a_run_per_lane_mode
     # the parent run, its leader as a tag, the table as an MLflow table (issue 28).
     pair = "compare.product.sim-strong_vs_sim-small."
     assert parent.data.metrics[pair + "difference"] > 0
+    low, high = parent.data.metrics[pair + "low"], parent.data.metrics[pair + "high"]
+    assert low <= parent.data.metrics[pair + "difference"] <= high
+    assert parent.data.metrics[pair + "noise_floor"] >= 0  # three seeds: a floor exists
     # Issue 28: the parent drew 312 metrics as a bar chart each; now a few headline numbers
     # per lane and model and a gap per pair, the rest as tables; the experiment opens in
     # the runs view, not the GenAI traces view.
-    assert len(parent.data.metrics) <= 6 * 2 * len(MODELS) + 2
+    assert len(parent.data.metrics) <= 6 * 2 * len(MODELS) + 4 * 2
     assert {"summary_table.json"} <= artifacts
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["evalp.leader.product"] in ("sim-strong", "no clear leader")
@@ -838,7 +841,10 @@ def test_mlflow_opens_the_sweep_on_its_runs_with_the_score_columns_in_a_browser(
     assert f"sweep {result.run_id[:8]}" in dom  # the parent run is a row of the table
     cells = _header_cells(dom)
     wanted = [f"{lane}.{model}.score.all" for lane in ("product", "model") for model in MODELS]
-    wanted.append("compare.product.sim-strong_vs_sim-small.difference")
+    wanted += [
+        f"compare.product.sim-strong_vs_sim-small.{what}"
+        for what in ("difference", "low", "high", "noise_floor")
+    ]
     for name in wanted:
         assert f"metrics.`{name}`" in cells, f"no {name} column: {sorted(cells)}"
         assert cells[f"metrics.`{name}`"][1] >= 7 * len(name), f"{name} is cut off"

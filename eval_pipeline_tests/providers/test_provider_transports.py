@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from eval_pipeline.paths import CONFIGS_DIR, models_dir
+from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import (
     NO_KEY_PLACEHOLDER,
     NOT_IN_IDENTITY,
@@ -182,7 +182,9 @@ def test_the_lean_transport_posts_to_chat_completions_with_key_and_seed(tmp_path
 
 def test_shipped_configs_use_the_documented_transport() -> None:
     """OpenAI-compatible servers on aiohttp; OpenAI and Anthropic through their SDKs."""
-    kinds = {name: transport_kind(c) for name, c in load_model_configs(models_dir()).items()}
+    kinds = {
+        name: transport_kind(c) for name, c in load_model_configs(CONFIGS_DIR / "models").items()
+    }
     assert {name for name, kind in kinds.items() if kind == "sdk"} == {
         "claude-sonnet-4-5",
         "gpt-4.1",
