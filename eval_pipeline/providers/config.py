@@ -223,9 +223,7 @@ class ModelConfigScan:
                     f"first {path}: {reason}"
                 )
             known = ", ".join(sorted(self.configs)) or "none"
-            raise ConfigError(
-                f"model config {listed} not found in {self.where}; known: {known}"
-            )
+            raise ConfigError(f"model config {listed} not found in {self.where}; known: {known}")
         return {name: self.configs[name] for name in wanted}
 
     def skipped(self) -> list[str]:

@@ -821,7 +821,7 @@ def test_mlflow_opens_the_sweep_on_its_runs_with_the_score_columns_in_a_browser(
         chrome = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
         chrome += ["--virtual-time-budget=20000"]
         dom = subprocess.run(
-            [*chrome, "--window-size=3200,1000", "--dump-dom", url],  # every column drawn
+            [*chrome, "--window-size=6400,1000", "--dump-dom", url],  # every column drawn
             capture_output=True,
             text=True,
             timeout=120,
