@@ -1,14 +1,17 @@
 """World plugins: synthetic domains the pipeline generates, fingerprints and answers.
 
-``get_world_plugin(name)`` returns a plugin by name (the label world is built in);
+``get_world_plugin(name)`` returns a plugin by name, found through the
+``eval_pipeline.worlds`` entry-point group (the built-in label world registers there too);
 ``load_world_config(path)`` reads a world YAML (its ``plugin`` field picks the plugin's
 config model) and ``build_world(config)`` generates the world it describes.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -17,44 +20,64 @@ from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
 
+WORLDS_GROUP = "eval_pipeline.worlds"
+"""The entry-point group a world plugin registers under (the built-in label world too):
+`[project.entry-points."eval_pipeline.worlds"] my_world = "my_package.world:registration"`,
+naming a `WorldRegistration`."""
+
 
 @dataclass(frozen=True)
-class _Entry:
+class WorldRegistration:
+    """What a world's entry point names: its config model (whose `plugin` field is the
+    entry point's name, with `seed` and `scale`) and the plugin a validated config builds.
+    Both are callables, so that listing or naming a world imports nothing heavy."""
+
     config_model: Callable[[], type[FrozenRecord]]
     plugin_for: Callable[[FrozenRecord | None], WorldPlugin]
 
 
-def _label_config_model() -> type[FrozenRecord]:
-    from eval_pipeline.world.label import LabelWorldConfig
-
-    return LabelWorldConfig
-
-
-def _label_plugin(config: FrozenRecord | None) -> WorldPlugin:
-    from eval_pipeline.world.label import LabelWorld, LabelWorldConfig
-
-    if config is None:
-        return LabelWorld()
-    if not isinstance(config, LabelWorldConfig):
-        raise ConfigError(f"not a label world config: {type(config).__name__}")
-    return LabelWorld.from_config(config)
-
-
-_REGISTRY: dict[str, _Entry] = {"label": _Entry(_label_config_model, _label_plugin)}
+@functools.cache
+def _entry_points() -> dict[str, EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for point in entry_points(group=WORLDS_GROUP):
+        if point.name in found and found[point.name].value != point.value:
+            raise ConfigError(
+                f"world plugin {point.name!r} is registered twice ({found[point.name].value} "
+                f"and {point.value}): uninstall one"
+            )
+        found[point.name] = point
+    return found
 
 
 def known_world_plugins() -> tuple[str, ...]:
-    """Names ``get_world_plugin`` accepts, sorted."""
-    return tuple(sorted(_REGISTRY))
+    """Names ``get_world_plugin`` accepts (every `eval_pipeline.worlds` entry point), sorted."""
+    return tuple(sorted(_entry_points()))
 
 
-def _entry(name: str) -> _Entry:
-    entry = _REGISTRY.get(name)
-    if entry is None:
+@functools.cache
+def _entry(name: str) -> WorldRegistration:
+    point = _entry_points().get(name)
+    if point is None:
+        known = ", ".join(known_world_plugins())
         raise ConfigError(
-            f"unknown world plugin {name!r}; known: {', '.join(known_world_plugins())}"
+            f"unknown world plugin {name!r}; known: {known}"
+            if known
+            else f"unknown world plugin {name!r}: no {WORLDS_GROUP} entry point is installed "
+            "(is eval_pipeline installed? `./dev setup`)"
         )
-    return entry
+    try:
+        registration = point.load()
+    except Exception as error:  # a plugin's import error, whatever it is, is one line here
+        raise ConfigError(
+            f"world plugin {name!r} ({point.value}) cannot be loaded: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    if not isinstance(registration, WorldRegistration):
+        raise ConfigError(
+            f"world plugin {name!r} ({point.value}) names a {type(registration).__name__}, "
+            "not an eval_pipeline.world.WorldRegistration"
+        )
+    return registration
 
 
 def get_world_plugin(name: str) -> WorldPlugin:
@@ -102,9 +125,11 @@ def build_world(config: Any) -> GeneratedWorld:
 
 
 __all__ = [
+    "WORLDS_GROUP",
     "AnswerKey",
     "GeneratedWorld",
     "WorldPlugin",
+    "WorldRegistration",
     "build_world",
     "fingerprint_tables",
     "get_world_plugin",

@@ -1,0 +1,28 @@
+"""The label world's entry point (`eval_pipeline.worlds` group, `label`): the same
+registration any third-party world makes. Light: the world itself is imported when used."""
+
+from __future__ import annotations
+
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.world import WorldRegistration
+from eval_pipeline.world.base import WorldPlugin
+
+
+def _config_model() -> type[FrozenRecord]:
+    from eval_pipeline.world.label import LabelWorldConfig
+
+    return LabelWorldConfig
+
+
+def _plugin_for(config: FrozenRecord | None) -> WorldPlugin:
+    from eval_pipeline.world.label import LabelWorld, LabelWorldConfig
+
+    if config is None:
+        return LabelWorld()
+    if not isinstance(config, LabelWorldConfig):
+        raise ConfigError(f"not a label world config: {type(config).__name__}")
+    return LabelWorld.from_config(config)
+
+
+registration = WorldRegistration(config_model=_config_model, plugin_for=_plugin_for)

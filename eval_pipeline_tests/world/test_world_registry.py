@@ -1,0 +1,106 @@
+"""Worlds are found through the `eval_pipeline.worlds` entry-point group (issue 27): a
+world from another distribution runs by name from a world config with no patching (it used
+to need a `sitecustomize.py` editing the private `_REGISTRY` dict), the built-in label world
+registers the same way, and a broken or clashing registration is one line naming it."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline import world
+from eval_pipeline.errors import ConfigError
+from eval_pipeline.world import (
+    WORLDS_GROUP,
+    get_world_plugin,
+    known_world_plugins,
+    parse_world_config,
+    plugin_for_config,
+)
+from eval_pipeline.world.label import LabelWorld
+
+PLUGIN = """
+from eval_pipeline.records import FrozenRecord
+from eval_pipeline.world import WorldRegistration
+from eval_pipeline.world.label import LabelWorld
+
+
+class TwinConfig(FrozenRecord):
+    plugin: str = "twin"
+    seed: int
+    scale: float
+
+
+class Twin(LabelWorld):
+    name = "twin"
+
+
+registration = WorldRegistration(
+    config_model=lambda: TwinConfig,
+    plugin_for=lambda config: Twin(),
+)
+not_a_registration = 42
+"""
+
+
+def _distribution(root: Path, name: str, module: str, points: dict[str, str]) -> None:
+    """An installed distribution as importlib.metadata finds one: a dist-info folder with
+    its entry points, beside the module it names."""
+    (root / f"{module}.py").write_text(textwrap.dedent(PLUGIN) if module == "twin_world" else "")
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "".join(f"{key} = {value}\n" for key, value in points.items())
+    (info / "entry_points.txt").write_text(f"[{WORLDS_GROUP}]\n{lines}")
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    world._entry_points.cache_clear()
+    world._entry.cache_clear()
+    yield tmp_path
+    sys.modules.pop("twin_world", None)
+    world._entry_points.cache_clear()
+    world._entry.cache_clear()
+
+
+def test_the_built_in_label_world_is_an_entry_point() -> None:
+    assert "label" in known_world_plugins()
+    assert isinstance(get_world_plugin("label"), LabelWorld)
+
+
+def test_a_world_from_another_distribution_runs_by_name_from_its_config(installed: Path) -> None:
+    _distribution(installed, "twin_world", "twin_world", {"twin": "twin_world:registration"})
+    assert set(known_world_plugins()) >= {"label", "twin"}
+    config = parse_world_config({"plugin": "twin", "seed": 3, "scale": 0.5}, "twin.yaml")
+    assert type(config).__name__ == "TwinConfig"
+    assert plugin_for_config(config).name == "twin"
+    assert get_world_plugin("twin").name == "twin"
+
+
+def test_a_broken_or_clashing_registration_is_one_line_naming_it(installed: Path) -> None:
+    _distribution(
+        installed,
+        "twin_world",
+        "twin_world",
+        {"wrong": "twin_world:not_a_registration", "gone": "no_such_module:registration"},
+    )
+    _distribution(installed, "other_label", "other_label", {"label": "other_label:registration"})
+    with pytest.raises(ConfigError, match=r"world plugin 'label' is registered twice"):
+        known_world_plugins()
+    (installed / "other_label-0.1.dist-info" / "entry_points.txt").write_text("")
+    world._entry_points.cache_clear()
+    with pytest.raises(
+        ConfigError, match=r"'wrong' \(twin_world:not_a_registration\) names a int, not an"
+    ):
+        get_world_plugin("wrong")
+    with pytest.raises(
+        ConfigError,
+        match=r"'gone' \(no_such_module:registration\) cannot be loaded: ModuleNotFoundError",
+    ):
+        get_world_plugin("gone")
