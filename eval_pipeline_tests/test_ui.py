@@ -50,7 +50,7 @@ def answers(url: str) -> bool:
 def test_evalp_ui_serves_dagster_and_mlflow_and_stops_on_sigterm(isolated_state: Path) -> None:
     store = default_store()
     client = open_client(store)
-    experiment_id(client, "evalp/sweeps/fx-ui-test", store)
+    sweep_experiment = experiment_id(client, "evalp/sweeps/fx-ui-test", store)
     dagster_port, mlflow_port = free_port(), free_port()
     evalp = Path(sys.executable).with_name("evalp")
     process = subprocess.Popen(
@@ -89,5 +89,11 @@ def test_evalp_ui_serves_dagster_and_mlflow_and_stops_on_sigterm(isolated_state:
         process.send_signal(signal.SIGTERM)
         out, _ = process.communicate(timeout=60)
     assert f"Dagster  {dagster}" in out and f"MLflow   {mlflow}" in out
+    # Issue 28: a bare experiment link opens MLflow's GenAI page; the sweep's runs link is
+    # printed
+    assert (
+        f"evalp/sweeps/fx-ui-test: {mlflow}/#/experiments/{sweep_experiment}/runs?"
+        "workflowType=machine_learning&viewStateShareKey=evalp-headline"
+    ) in out
     assert "servers stopped" in out
     assert not answers(dagster) and not answers(mlflow)
