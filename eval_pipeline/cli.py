@@ -687,7 +687,12 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
 
     from dagster import DagsterInstance
 
-    from eval_pipeline.tracking.store import default_store, open_client, runs_page
+    from eval_pipeline.tracking.store import (
+        default_store,
+        mlflow_server_command,
+        open_client,
+        runs_page,
+    )
     from eval_pipeline.tracking.sweep import HEADLINE_VIEW
 
     home = paths.prepared_dagster_home()
@@ -728,20 +733,7 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
             "--port",
             str(port),
         ],
-        f"MLflow   http://127.0.0.1:{mlflow_port}": [
-            str(bin_dir / "mlflow"),
-            "ui",
-            "--backend-store-uri",
-            store.uri,
-            "--default-artifact-root",
-            store.artifact_root,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(mlflow_port),
-            "--workers",
-            "1",
-        ],
+        f"MLflow   http://127.0.0.1:{mlflow_port}": mlflow_server_command(store, mlflow_port),
     }
 
     def default_sigint() -> None:  # the servers map SIGTERM to SIGINT: it must not be ignored

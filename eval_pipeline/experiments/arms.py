@@ -9,7 +9,6 @@ results stamped with the registration it checks.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +21,12 @@ from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.sessions import SIMULATED, session_for
+from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.isolated import rescore_stored_configuration, run_and_score
+from eval_pipeline.scoring.isolated import (
+    rescore_stored_configuration,
+    run_and_score_in_session,
+)
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore
 
@@ -77,26 +79,18 @@ def run_arm(
     folder = (root or experiment_root(spec.id)) / arm
     config = arm_config(settings, configs)
     lane = LaneSettings(lane=settings.lane, guards=settings.guards)
-    needed = {settings.model: config, judge.model: configs[judge.model]}
-    with session_for(
-        needed, run_id=run_id, journal=folder / "calls" / run_id / "envelopes.jsonl"
-    ) as session:
-
-        async def go() -> list[CaseScore]:
-            async with session:
-                scored = await run_and_score(
-                    [(arm, config, lane)],
-                    seeds=settings.seeds,
-                    fixture_set=fixture_set,
-                    agent_db=agent_db,
-                    session=session,
-                    root=folder,
-                    judge=judge,
-                    judge_config=configs[judge.model],
-                )
-            return [score for score, _ in scored[arm]]
-
-        scores = asyncio.run(go())
+    scored = run_and_score_in_session(
+        [(arm, config, lane)],
+        seeds=settings.seeds,
+        fixture_set=fixture_set,
+        agent_db=agent_db,
+        root=folder,
+        judge=judge,
+        judge_config=configs[judge.model],
+        run_id=run_id,
+        journal=folder / "calls" / run_id / "envelopes.jsonl",
+    )
+    scores = [score for score, _ in scored[arm]]
     result = ArmResult(
         experiment_id=spec.id,
         arm=arm,
@@ -126,35 +120,22 @@ def run_arms_on_subset(
 ) -> dict[str, list[CaseScore]]:
     """Every arm on `cases` only, in `root` (a quick run's folder): a smoke test of a
     registered spec, never its result (nothing is written where the report reads arms)."""
-    arms = spec.arms()
-    needed = {name: configs[name] for name in {*spec.models(), judge.model}}
-    with session_for(needed, run_id=run_id, journal=root / "calls" / "envelopes.jsonl") as session:
-
-        async def go() -> dict[str, list[CaseScore]]:
-            scores: dict[str, list[CaseScore]] = {}
-            async with session:
-                for name, arm in arms.items():
-                    scored = await run_and_score(
-                        [
-                            (
-                                name,
-                                arm_config(arm, configs),
-                                LaneSettings(lane=arm.lane, guards=arm.guards),
-                            )
-                        ],
-                        seeds=arm.seeds,
-                        fixture_set=fixture_set,
-                        agent_db=agent_db,
-                        session=session,
-                        root=root,
-                        judge=judge,
-                        judge_config=configs[judge.model],
-                        only=cases,
-                    )
-                    scores[name] = [score for score, _ in scored[name]]
-            return scores
-
-        return asyncio.run(go())
+    scores: dict[str, list[CaseScore]] = {}
+    for name, arm in spec.arms().items():  # a session each, as `run_arm`: an arm's address
+        scored = run_and_score_in_session(
+            [(name, arm_config(arm, configs), LaneSettings(lane=arm.lane, guards=arm.guards))],
+            seeds=arm.seeds,
+            fixture_set=fixture_set,
+            agent_db=agent_db,
+            root=root,
+            judge=judge,
+            judge_config=configs[judge.model],
+            run_id=f"{run_id}-{name}",
+            journal=root / "calls" / name / "envelopes.jsonl",
+            only=cases,
+        )
+        scores[name] = [score for score, _ in scored[name]]
+    return scores
 
 
 def read_arm_result(experiment: str, arm: str, root: Path | None = None) -> ArmResult | None:

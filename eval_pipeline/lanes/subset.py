@@ -11,7 +11,6 @@ change, to see its effect.
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import os
 import uuid
@@ -30,11 +29,11 @@ from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.sessions import SIMULATED, session_for
+from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
 from eval_pipeline.scoring.compare import comparisons_text, lane_comparisons
-from eval_pipeline.scoring.isolated import run_and_score
+from eval_pipeline.scoring.isolated import run_and_score_in_session
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore, failed, failing_tier
 
@@ -214,32 +213,24 @@ def run_subset(
     started = datetime.now(UTC)
     run_id = new_run_id(started)
     root = subset_root(run_id)
-    needed = {name: configs[name] for name in [*models, judge.model]}
     configurations = [
         (f"{lane}-{name}", configs[name], LaneSettings(lane=lane, guards=guards))
         for name in models
         for lane in lanes
     ]
-    with session_for(
-        needed, run_id=f"subset-{run_id}", journal=root / "calls" / "envelopes.jsonl"
-    ) as session:
-
-        async def go() -> list[CaseScore]:
-            async with session:
-                scored = await run_and_score(
-                    configurations,
-                    seeds=seeds,
-                    fixture_set=fixture_set,
-                    agent_db=agent_db,
-                    session=session,
-                    root=root,
-                    judge=judge,
-                    judge_config=configs[judge.model],
-                    only=chosen,
-                )
-            return [score for pairs in scored.values() for score, _ in pairs]
-
-        scores = asyncio.run(go())
+    scored = run_and_score_in_session(
+        configurations,
+        seeds=seeds,
+        fixture_set=fixture_set,
+        agent_db=agent_db,
+        root=root,
+        judge=judge,
+        judge_config=configs[judge.model],
+        run_id=f"subset-{run_id}",
+        journal=root / "calls" / "envelopes.jsonl",
+        only=chosen,
+    )
+    scores = [score for pairs in scored.values() for score, _ in pairs]
     result = SubsetResult(
         run_id=run_id,
         started_at=started,

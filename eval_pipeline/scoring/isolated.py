@@ -142,6 +142,53 @@ async def run_and_score(
     return {name: _scored(pairs, cases, judge, verdicts) for name, pairs in runs.items()}
 
 
+def run_and_score_in_session(
+    configurations: Sequence[Configuration],
+    *,
+    seeds: Sequence[int],
+    fixture_set: FixtureSet,
+    agent_db: Path,
+    root: Path,
+    judge: Judge,
+    judge_config: ModelConfig,
+    run_id: str,
+    journal: Path,
+    only: Sequence[Case] | None = None,
+) -> dict[str, list[tuple[CaseScore, CaseRun]]]:
+    """`run_and_score` in a call session of its own, journaled to `journal` (simulated
+    configs answered by a simulated provider started for it), for callers outside an event
+    loop. A session holds one config per model name: two configurations of one model at
+    different addresses (a deployed system) run in sessions of their own."""
+    import asyncio
+
+    from eval_pipeline.errors import ConfigError
+    from eval_pipeline.providers.sessions import session_for
+
+    needed: dict[str, ModelConfig] = {}
+    for _, config, _ in [*configurations, ("judge", judge_config, None)]:
+        if needed.setdefault(config.name, config) != config:
+            raise ConfigError(
+                f"model {config.name} is configured two ways in one session: run each in its own"
+            )
+    with session_for(needed, run_id=run_id, journal=journal) as session:
+
+        async def go() -> dict[str, list[tuple[CaseScore, CaseRun]]]:
+            async with session:
+                return await run_and_score(
+                    configurations,
+                    seeds=seeds,
+                    fixture_set=fixture_set,
+                    agent_db=agent_db,
+                    session=session,
+                    root=root,
+                    judge=judge,
+                    judge_config=judge_config,
+                    only=only,
+                )
+
+        return asyncio.run(go())
+
+
 def rescore_stored_configuration(
     configuration: Configuration,
     *,

@@ -179,6 +179,26 @@ def save_runs_view(
     client.set_experiment_tag(experiment_id, SAVED_VIEW_TAG_PREFIX + key, value)
 
 
+def mlflow_server_command(store: TrackingStore, port: int) -> list[str]:
+    """`mlflow ui` on loopback over `store` (one worker): what `evalp ui` serves."""
+    import sys
+
+    return [
+        str(Path(sys.executable).with_name("mlflow")),
+        "ui",
+        "--backend-store-uri",
+        store.uri,
+        "--default-artifact-root",
+        store.artifact_root,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 

@@ -62,6 +62,7 @@ from eval_pipeline.scoring.grading import (
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.scoring.store import read_partition, read_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
+from eval_pipeline.tracking.store import mlflow_server_command
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home
@@ -789,20 +790,7 @@ def test_mlflow_opens_the_sweep_on_its_runs_with_the_score_columns_in_a_browser(
     store = tracking.store()
     port = free_port()
     server = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("mlflow")),
-            "server",
-            "--backend-store-uri",
-            store.uri,
-            "--default-artifact-root",
-            store.artifact_root,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
+        mlflow_server_command(store, port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
