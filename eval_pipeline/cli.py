@@ -1102,8 +1102,8 @@ def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path |
         f"froze {manifest.case_count} cases ({manifest.core_count} core) "
         f"from world fingerprint {manifest.world.fingerprint}"
     )
-    for category, count in manifest.category_counts.items():
-        click.echo(f"  {category:<18} {count:>4}")
+    for category in fixture_set.categories:
+        click.echo(f"  {category:<18} {manifest.category_counts[category]:>4}")
     click.echo(f"fixture_id {manifest.fixture_id}")
     click.echo(f"path {fixture_set.path}")
 

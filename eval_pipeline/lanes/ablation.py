@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
 from eval_pipeline.lanes.records import CaseRun
@@ -26,6 +25,7 @@ from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.isolated import run_and_score
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.world import ordered_categories
 
 MODEL_LANE = "model lane (first action)"
 ALL_GUARDS = "product lane, all guards"
@@ -73,7 +73,7 @@ class AblationMatrix(FrozenRecord):
     def table(self) -> str:
         """The matrix as markdown: rows are configurations, columns categories (and all)."""
         configs = list(dict.fromkeys(c.configuration for c in self.cells))
-        columns = [*CATEGORIES, "all"]
+        columns = list(dict.fromkeys(c.category for c in self.cells))
         lines = [
             f"Ablation of {self.model}, seeds {', '.join(map(str, self.seeds))}, fixture set "
             f"{self.fixture_id}: mean case score in points (0-100) of the cases that reached "
@@ -102,6 +102,9 @@ def matrix_from_scores(
 ) -> AblationMatrix:
     """Cells from the scores of every case, per configuration (key of `scored`)."""
     cells: list[AblationCell] = []
+    categories = ordered_categories(
+        score.category for pairs in scored.values() for score, _ in pairs
+    )
     for configuration, pairs in scored.items():
         points: dict[str, float] = defaultdict(float)
         counted: dict[str, int] = defaultdict(int)
@@ -125,7 +128,7 @@ def matrix_from_scores(
                 unheard=unheard[category],
                 guard_firings=dict(firings[category]),
             )
-            for category in [*CATEGORIES, "all"]
+            for category in [*categories, "all"]
         ]
     return AblationMatrix(
         model=model, seeds=tuple(seeds), fixture_id=fixture_id, cells=tuple(cells)

@@ -25,7 +25,6 @@ from matplotlib.patches import Patch
 from pydantic import Field
 
 from eval_pipeline.experiments.parity import ParityReport, verdict_meaning
-from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.providers.labels import LABELS
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.headline import ALL
@@ -40,6 +39,7 @@ from eval_pipeline.report.transcript import Transcript, transcript_html, transcr
 from eval_pipeline.scoring.aggregate import LaneSummary
 from eval_pipeline.scoring.compare import ModelComparison, comparisons_markdown
 from eval_pipeline.scoring.score import failing_tier
+from eval_pipeline.world import ordered_categories
 
 
 class SweepReport(FrozenRecord):
@@ -107,6 +107,12 @@ def _lane_colour(colour: str, lane: str) -> tuple[float, float, float, float]:
     return to_rgba(colour, 1.0 if lane == "model" else 0.45)
 
 
+def _categories(summaries: Sequence[LaneSummary]) -> list[str]:
+    """The categories the summaries score, in report order, then all of them."""
+    present = {row.category for summary in summaries for row in summary.rows} - {ALL}
+    return [*ordered_categories(present), ALL]
+
+
 def _figure_categories(summaries: Sequence[LaneSummary]) -> Figure:
     """Category × model scores per lane, with the bootstrap intervals."""
     lanes = sorted({s.lane for s in summaries}, key=lambda lane: lane != "model")
@@ -114,7 +120,7 @@ def _figure_categories(summaries: Sequence[LaneSummary]) -> Figure:
     colours = _colours(models)
     columns = min(len(models), 4)
     legend_rows = -(-len(models) // max(columns, 1))
-    per_axis = 3.0 + _slant_inches([*CATEGORIES, ALL])
+    per_axis = 3.0 + _slant_inches(_categories(summaries))
     figure, axes = plt.subplots(
         len(lanes),
         1,
@@ -125,7 +131,7 @@ def _figure_categories(summaries: Sequence[LaneSummary]) -> Figure:
     for axis, lane in zip(axes[:, 0], lanes, strict=True):
         rows = [s for s in summaries if s.lane == lane]
         width = 0.8 / max(len(rows), 1)
-        categories = [c for c in (*CATEGORIES, ALL) if any(r.category == c for r in rows[0].rows)]
+        categories = _categories(rows[:1])
         for index, summary in enumerate(rows):
             xs: list[float] = []
             ys: list[float] = []
@@ -268,7 +274,7 @@ def plot_cost(summaries: Sequence[LaneSummary]) -> str:
 
 def _figure_noise(summaries: Sequence[LaneSummary]) -> Figure:
     """The noise floor: how far apart the seed replicates' means are, per category."""
-    categories = [*CATEGORIES, ALL]
+    categories = _categories(summaries)
     colours = _colours(s.model for s in summaries)
     figure, axis = plt.subplots(
         figsize=(13, max(3.2 + _slant_inches(categories), 0.8 + 0.19 * len(summaries))),
@@ -344,11 +350,9 @@ def plot_parity(reports: Sequence[ParityReport]) -> str:
 def _figure_ablation(report: ParityReport) -> Figure:
     """The ablation matrix: each guard turned off (rows) against the reference, per category
     and overall (columns), in points; `n<min` where a category has too few shared cases."""
-    categories = [
-        c
-        for c in CATEGORIES
-        if any(c == d.category for x in report.comparisons for d in x.categories)
-    ]
+    categories = ordered_categories(
+        d.category for x in report.comparisons for d in x.categories if d.category != ALL
+    )
     columns = [*categories, ALL]
     values = []
     for comparison in report.comparisons:

@@ -20,9 +20,9 @@ from statistics import mean, pstdev
 
 import numpy as np
 
-from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.world import ordered_categories
 
 BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20260101
@@ -141,7 +141,7 @@ def summarize_lane(
     rows = list(scores)
     seeds = sorted({s.seed for s in rows})
     fixture_ids = sorted({s.fixture_id for s in rows})
-    categories = [c for c in CATEGORIES if any(s.category == c for s in rows)]
+    categories = ordered_categories({s.category for s in rows})
     table = [_row(c, [s for s in rows if s.category == c], seeds, intervals) for c in categories]
     table.append(_row(ALL, rows, seeds, intervals))
     core: dict[str, list[float]] = defaultdict(list)

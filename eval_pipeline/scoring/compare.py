@@ -23,10 +23,10 @@ from typing import Literal
 import numpy as np
 
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.fixtures.case import CATEGORIES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import majority
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.world import ordered_categories
 
 Metric = Literal["case_score", "majority_pass"]
 BOOTSTRAP_RESAMPLES = 4000
@@ -169,9 +169,8 @@ def category_gaps(
     shared = sorted(set(ref_values) & set(cand_values))
     category_of = {s.case_id: s.category for s in (*candidate_scores, *reference_scores)}
     present = {category_of[c] for c in shared}
-    order = [c for c in CATEGORIES if c in present] + sorted(present - set(CATEGORIES))
     gaps = []
-    for category in order:
+    for category in ordered_categories(present):
         cases = [c for c in shared if category_of[c] == category]
         diffs = [cand_values[c] - ref_values[c] for c in cases]
         low, high = bootstrap(diffs, confidence)

@@ -9,7 +9,7 @@ config model) and ``build_world(config)`` generates the world it describes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.fixtures.case import CATEGORY_NAME
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
 
@@ -29,11 +30,30 @@ naming a `WorldRegistration`."""
 @dataclass(frozen=True)
 class WorldRegistration:
     """What a world's entry point names: its config model (whose `plugin` field is the
-    entry point's name, with `seed` and `scale`) and the plugin a validated config builds.
-    Both are callables, so that listing or naming a world imports nothing heavy."""
+    entry point's name, with `seed` and `scale`) and the plugin a validated config builds,
+    as callables, so that listing or naming a world imports nothing heavy; and what the
+    pipeline reads about the world without building it."""
 
     config_model: Callable[[], type[FrozenRecord]]
     plugin_for: Callable[[FrozenRecord | None], WorldPlugin]
+    generator_version: str
+    """Changes when the same seed and scale would give different world tables (part of the
+    world assets' code versions)."""
+    suite_version: str
+    """Changes when the same world would give a different suite."""
+    categories: tuple[str, ...]
+    """The suite's categories in the order reports list them (empty for a world whose
+    categories come from its data: they are listed by name)."""
+    max_scale: float = 1.0
+    """The largest `scale` the world accepts."""
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.categories if not CATEGORY_NAME.fullmatch(c)]
+        if bad or len(set(self.categories)) != len(self.categories):
+            raise ConfigError(
+                f"a world registration's categories must be distinct names of lower-case "
+                f"letters, digits and underscores: {list(self.categories)}"
+            )
 
 
 @functools.cache
@@ -78,6 +98,26 @@ def _entry(name: str) -> WorldRegistration:
             "not an eval_pipeline.world.WorldRegistration"
         )
     return registration
+
+
+def world_registration(name: str) -> WorldRegistration:
+    """The registration of the world plugin called `name` (ConfigError if none is)."""
+    return _entry(name)
+
+
+def registered_worlds() -> dict[str, WorldRegistration]:
+    """Every installed world's registration, by name (sorted)."""
+    return {name: _entry(name) for name in known_world_plugins()}
+
+
+def ordered_categories(present: Iterable[str]) -> list[str]:
+    """`present` in the order reports list categories: the order a registered world
+    declares them in (worlds by name), then any other by name."""
+    wanted = set(present)
+    order: list[str] = []
+    for registration in registered_worlds().values():
+        order.extend(c for c in registration.categories if c in wanted and c not in order)
+    return [*order, *sorted(wanted - set(order))]
 
 
 def get_world_plugin(name: str) -> WorldPlugin:
@@ -135,8 +175,11 @@ __all__ = [
     "get_world_plugin",
     "known_world_plugins",
     "load_world_config",
+    "ordered_categories",
     "parse_world_config",
     "plugin_for_config",
+    "registered_worlds",
+    "world_registration",
 ]
 
 

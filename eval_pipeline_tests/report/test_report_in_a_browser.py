@@ -27,13 +27,13 @@ from matplotlib.text import Text
 from matplotlib.transforms import Affine2D, Bbox, BboxBase
 
 from eval_pipeline.experiments.parity import CategoryDifference, Comparison, ParityReport
-from eval_pipeline.fixtures.case import CATEGORIES as FIXTURE_CATEGORIES
 from eval_pipeline.providers.labels import LABELS
 from eval_pipeline.report import sweep
 from eval_pipeline.report.refs import Provenance
 from eval_pipeline.report.sweep import build_sweep_report
 from eval_pipeline.scoring.aggregate import ALL, LaneSummary, summarize_scores
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.world.label.versions import CATEGORIES as FIXTURE_CATEGORIES
 from eval_pipeline_tests.scoring.cases import case_score
 
 CATEGORIES = ("royalty_math", "contract_terms", "catalog_lookup")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.fixtures.case import AnswerKind, Case, Category, Tier
+from eval_pipeline.fixtures.case import AnswerKind, Case, Tier
 from eval_pipeline.lanes.records import CaseRun, CaseStatus, EndReason, Lane
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.world.label.versions import Category
 
 CENTS = "End with one line: ANSWER: $<amount in USD, to the cent>"
 ABSTAIN_NOTE = (

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.fixtures.case import CATEGORIES, Case
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.providers.labels import tool_call_problem
 from eval_pipeline.providers.types import ToolCall, ToolSpec
@@ -23,6 +23,7 @@ from eval_pipeline.world.base import AnswerKey, GeneratedWorld
 from eval_pipeline.world.label import tools
 from eval_pipeline.world.label.rulebook import MISREADINGS, MISREADINGS_BY_ID, RULE_IDS
 from eval_pipeline.world.label.suite.select import COVERAGE
+from eval_pipeline.world.label.versions import CATEGORIES
 
 REFERENCE_COUNTS = {
     "catalog_lookup": 15,

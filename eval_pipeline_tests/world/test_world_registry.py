@@ -14,8 +14,10 @@ import pytest
 
 from eval_pipeline import world
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world import (
     WORLDS_GROUP,
+    WorldRegistration,
     get_world_plugin,
     known_world_plugins,
     parse_world_config,
@@ -42,6 +44,9 @@ class Twin(LabelWorld):
 registration = WorldRegistration(
     config_model=lambda: TwinConfig,
     plugin_for=lambda config: Twin(),
+    generator_version="twin-1",
+    suite_version="twin-suite-1",
+    categories=("catalog_lookup",),
 )
 not_a_registration = 42
 """
@@ -104,3 +109,31 @@ def test_a_broken_or_clashing_registration_is_one_line_naming_it(installed: Path
         match=r"'gone' \(no_such_module:registration\) cannot be loaded: ModuleNotFoundError",
     ):
         get_world_plugin("gone")
+
+
+def test_reports_list_a_worlds_categories_in_its_order_and_others_by_name() -> None:
+    from eval_pipeline.world.label.versions import CATEGORIES
+
+    present = {"adversarial", "royalty_math", "zebra_facts", "catalog_lookup", "arith"}
+    assert world.ordered_categories(present) == [
+        "catalog_lookup",
+        "royalty_math",
+        "adversarial",  # the label world's order
+        "arith",
+        "zebra_facts",  # a dataset's own, by name
+    ]
+    assert world.world_registration("label").categories == CATEGORIES
+
+
+@pytest.mark.parametrize("categories", [("Bad Name",), ("a", "a"), ("1st",)])
+def test_a_registration_with_categories_that_are_not_distinct_names_is_refused(
+    categories: tuple[str, ...],
+) -> None:
+    with pytest.raises(ConfigError, match="categories must be distinct names"):
+        WorldRegistration(
+            config_model=lambda: FrozenRecord,
+            plugin_for=lambda config: LabelWorld(),
+            generator_version="x-1",
+            suite_version="x-suite-1",
+            categories=categories,
+        )

@@ -7,6 +7,8 @@ from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world import WorldRegistration
 from eval_pipeline.world.base import WorldPlugin
+from eval_pipeline.world.label.config import MAX_SCALE
+from eval_pipeline.world.label.versions import CATEGORIES, GENERATOR_VERSION, SUITE_VERSION
 
 
 def _config_model() -> type[FrozenRecord]:
@@ -25,4 +27,11 @@ def _plugin_for(config: FrozenRecord | None) -> WorldPlugin:
     return LabelWorld.from_config(config)
 
 
-registration = WorldRegistration(config_model=_config_model, plugin_for=_plugin_for)
+registration = WorldRegistration(
+    config_model=_config_model,
+    plugin_for=_plugin_for,
+    generator_version=GENERATOR_VERSION,
+    suite_version=SUITE_VERSION,
+    categories=CATEGORIES,
+    max_scale=MAX_SCALE,
+)

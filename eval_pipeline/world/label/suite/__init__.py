@@ -14,12 +14,13 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from eval_pipeline.fixtures.case import Case, Category
+from eval_pipeline.fixtures.case import Case
 from eval_pipeline.world.label.suite.readings import build_views
 from eval_pipeline.world.label.suite.select import Selector
 from eval_pipeline.world.label.suite.special import special_templates
 from eval_pipeline.world.label.suite.templates import TEMPLATES, Template
 from eval_pipeline.world.label.versions import SUITE_VERSION as SUITE_VERSION
+from eval_pipeline.world.label.versions import Category
 from eval_pipeline.world.rng import Stream
 
 # The name subjects are drawn under. Kept apart from SUITE_VERSION so that a version which
@@ -69,7 +70,7 @@ def build_label_suite(
     for template in selector.rarest_first(templates):
         selector.choose(template)
     cases = selector.cases(templates)
-    core_left = dict(CORE_PER_CATEGORY)
+    core_left: dict[str, int] = {str(c): n for c, n in CORE_PER_CATEGORY.items()}
     marked = []
     for case in cases:
         is_core = core_left.get(case.category, 0) > 0

@@ -19,13 +19,13 @@ from eval_pipeline.fixtures.case import (
     TRACE_MONEY_FROM_CALCULATOR,
     TRACE_SQL_CLEAN,
     AnswerKind,
-    Category,
     ExpectedToolCall,
     Tier,
 )
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import AnswerTable, LabelData
+from eval_pipeline.world.label.versions import Category
 
 Row = Mapping[str, Any]
 
