@@ -56,12 +56,12 @@ import polars as pl
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
-from eval_pipeline.lanes.conversation import SYSTEM_PROMPT
 from eval_pipeline.lanes.store import CASE_RUNS, ensure_lane_tables
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
 from eval_pipeline.providers.envelope_store import COLUMNS, TABLE, ensure_envelope_table
 from eval_pipeline.providers.labels import tool_call_problem
 from eval_pipeline.providers.types import Message, ToolCall, ToolSpec
+from eval_pipeline.world.label import LabelWorld
 
 DEFAULT_N = 1_000_000
 CHUNK = 50_000
@@ -559,7 +559,7 @@ class Generator:
         self.seed = seed
         self.opening = {
             c.case_id: (
-                Message(role="system", content=SYSTEM_PROMPT).model_dump_json(),
+                Message(role="system", content=LabelWorld.system_prompt).model_dump_json(),
                 Message(role="user", content=c.prompt).model_dump_json(),
             )
             for c in self.cases

@@ -70,13 +70,18 @@ class _OneLineErrors(click.Group):
         return returned
 
 
-def _check_scale(_ctx: click.Context, _param: click.Parameter, value: float | None) -> Any:
-    """--scale within (0, MAX_SCALE]: the flag is named, not the config file it overrides."""
-    from eval_pipeline.world.label.config import MAX_SCALE
+def _check_scale(config_path: Path, value: float | None) -> None:
+    """--scale within (0, the world's largest]: the flag is named, not the config file it
+    overrides (the limit is the world plugin's that the config names)."""
+    from eval_pipeline.world import load_world_config, world_registration
 
-    if value is not None and not 0 < value <= MAX_SCALE:
-        raise click.BadParameter(f"{value:g} is not in the range 0<x<={MAX_SCALE:g}")
-    return value
+    if value is None:
+        return
+    largest = world_registration(load_world_config(config_path).plugin).max_scale
+    if not 0 < value <= largest:
+        raise click.BadParameter(
+            f"{value:g} is not in the range 0<x<={largest:g}", param_hint="'--scale'"
+        )
 
 
 def _world_options(command: Callable[P, R]) -> Callable[P, R]:
@@ -1042,8 +1047,7 @@ def sweep(
     "--scale",
     type=float,
     default=None,
-    callback=_check_scale,
-    help="Override the config's scale (multiplies statement volume).",
+    help="Override the config's scale (for the label world: multiplies statement volume).",
 )
 @click.option(
     "--load/--no-load", default=False, help="Also load the tables into the DuckDB warehouse."
@@ -1054,7 +1058,9 @@ def world(config_path: Path | None, seed: int | None, scale: float | None, load:
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world import build_world, load_world_config
 
-    config = load_world_config(config_path or paths.default_world_config(), seed=seed, scale=scale)
+    config_path = config_path or paths.default_world_config()
+    _check_scale(config_path, scale)
+    config = load_world_config(config_path, seed=seed, scale=scale)
     generated = build_world(config)
     click.echo(
         f"world {generated.plugin} (generator {generated.generator_version}) "

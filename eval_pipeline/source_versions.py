@@ -11,6 +11,7 @@ what is derived from them, stale.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from collections.abc import Iterable
 from functools import cache
@@ -118,7 +119,43 @@ def source_version(*roots: str, package_dir: Path = PACKAGE_DIR) -> str:
     return hasher.hexdigest()[:VERSION_CHARS]
 
 
+def plugin_source_version(module: str) -> str:
+    """SHA-256 (first 16 hex characters) over the source of the package a plugin's entry
+    point module is in (the module alone when it is in no package): a world installed from
+    another distribution runs code this package's import closure cannot see."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise SourceVersionError(f"plugin module {module!r} has no Python source to version")
+    origin = Path(spec.origin)
+    if (origin.parent / "__init__.py").is_file():
+        files = sorted(
+            path for path in origin.parent.rglob("*.py") if "__pycache__" not in path.parts
+        )
+    else:
+        files = [origin]
+    hasher = hashlib.sha256()
+    for file in files:
+        for part in (file.relative_to(origin.parent).as_posix().encode(), file.read_bytes()):
+            hasher.update(len(part).to_bytes(8, "little"))
+            hasher.update(part)
+    return hasher.hexdigest()[:VERSION_CHARS]
+
+
+WORLD_REGISTRY = f"{PACKAGE}.world"
+"""The module that finds world plugins: code that imports it may run any installed world."""
+
+
 def asset_code_version(label: str, adapter_module: str) -> str:
     """An asset's code version: a readable label (a stage, a spec's version) and the source
-    version of the adapter module that defines it (and so of everything it runs)."""
-    return f"{label}@{source_version(adapter_module)}"
+    version of the adapter module that defines it (and so of everything it runs). When what
+    it runs finds world plugins, every installed world's versions and source are folded in:
+    a world's code is reached through its entry point, not through an import."""
+    version = source_version(adapter_module)
+    if WORLD_REGISTRY in import_closure([adapter_module]):
+        from eval_pipeline.world import world_code_versions
+
+        hasher = hashlib.sha256(version.encode())
+        for world in world_code_versions():
+            hasher.update(b"\0" + world.encode())
+        version = hasher.hexdigest()[:VERSION_CHARS]
+    return f"{label}@{version}"

@@ -34,10 +34,12 @@ def test_world_prints_row_counts_and_fingerprint() -> None:
     assert re.search(r"^fingerprint [0-9a-f]{64}$", out, re.MULTILINE)
 
 
-def test_world_with_negative_scale_names_the_flag() -> None:
-    code, _, err = invoke("world", "--scale", "-1")
+@pytest.mark.parametrize("scale", ["-1", "101"])
+def test_world_with_a_scale_out_of_the_worlds_range_names_the_flag(scale: str) -> None:
+    """The range is the label world's (its registration's largest scale, 100)."""
+    code, _, err = invoke("world", "--scale", scale)
     assert code == 2
-    assert "'--scale'" in err and "-1 is not in the range" in err
+    assert "'--scale'" in err and f"{scale} is not in the range 0<x<=100" in err
 
 
 def test_world_config_with_unknown_currency_names_it(tmp_path: Path) -> None:

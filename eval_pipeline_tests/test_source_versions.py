@@ -20,6 +20,7 @@ from eval_pipeline.source_versions import (
     _imported,
     asset_code_version,
     import_closure,
+    plugin_source_version,
     source_version,
 )
 
@@ -157,6 +158,46 @@ def test_halving_every_score_in_a_copy_of_the_source_makes_the_scores_and_what_f
     assert before.keys() == after.keys()
     moved = {key for key in before if before[key] != after[key]}
     assert {"model_lane_scores", "product_lane_scores", "sweep_summary", "ship_gate"} <= moved
+
+
+@pytest.mark.slow
+def test_editing_the_label_worlds_code_makes_the_world_and_its_fixtures_stale(
+    tmp_path: Path,
+) -> None:
+    """The world assets reach the label world through its entry point, not an import: its
+    source is hashed as a plugin's, so an edit to its suite moves their code versions with
+    no version string bumped."""
+    project = tmp_path / "project"
+    for part in ("eval_pipeline", "configs", "data"):
+        shutil.copytree(
+            PROJECT_ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    before = _graph_versions(project)
+    templates = project / "eval_pipeline" / "world" / "label" / "suite" / "templates.py"
+    templates.write_text(templates.read_text() + "\n# an edit to how questions are asked\n")
+    after = _graph_versions(project)
+    moved = {key for key in before if before[key] != after[key]}
+    assert {"world", "answer_key", "fixtures"} <= moved
+    assert after["fixtures"].startswith("label-3/label-suite-4@")  # no string was bumped
+
+
+def test_a_plugins_source_version_covers_its_whole_package_or_its_lone_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "their_world"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "entry.py").write_text("registration = None\n")
+    (package / "inner" / "rules.py").write_text("RATE = 1\n")
+    (tmp_path / "lone_world.py").write_text("registration = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    whole = plugin_source_version("their_world.entry")
+    lone = plugin_source_version("lone_world")
+    (package / "inner" / "rules.py").write_text("RATE = 2\n")
+    assert plugin_source_version("their_world.entry") != whole
+    assert plugin_source_version("lone_world") == lone
+    with pytest.raises(SourceVersionError, match="no_such_world"):
+        plugin_source_version("no_such_world")
 
 
 def _imports_by_syntax(name: str, file: Path) -> set[str]:

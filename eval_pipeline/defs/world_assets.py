@@ -15,7 +15,14 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
 from eval_pipeline.source_versions import asset_code_version
-from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
+from eval_pipeline.world import registered_worlds
+
+GENERATORS = "+".join(world.generator_version for world in registered_worlds().values())
+"""The installed worlds' generator versions: the readable part of the world assets' code
+versions (their hash covers each world's source)."""
+SUITES = "+".join(
+    f"{world.generator_version}/{world.suite_version}" for world in registered_worlds().values()
+)
 
 
 @dg.asset(
@@ -24,7 +31,7 @@ from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
     kinds={"polars", "duckdb"},
     deps=[WORLD_CONFIG_SOURCE],
     pool=WAREHOUSE_POOL,
-    code_version=asset_code_version(GENERATOR_VERSION, __name__),
+    code_version=asset_code_version(GENERATORS, __name__),
 )
 def world_asset(
     context: dg.AssetExecutionContext, settings: ProjectSettings, warehouse: WarehouseResource
@@ -66,7 +73,7 @@ def world_asset(
     deps=[WORLD_ASSET],
     kinds={"polars", "duckdb"},
     pool=WAREHOUSE_POOL,
-    code_version=asset_code_version(GENERATOR_VERSION, __name__),
+    code_version=asset_code_version(GENERATORS, __name__),
 )
 def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
     """Truth tables computed from the clean world data, kept in the `truth` schema."""
@@ -91,7 +98,7 @@ def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]
     deps=[WORLD_ASSET, ANSWER_KEY_ASSET],
     kinds={"json"},
     pool=WAREHOUSE_POOL,
-    code_version=asset_code_version(f"{GENERATOR_VERSION}/{SUITE_VERSION}", __name__),
+    code_version=asset_code_version(SUITES, __name__),
 )
 def fixtures_asset(
     settings: ProjectSettings, warehouse: WarehouseResource

@@ -42,6 +42,7 @@ from eval_pipeline.lanes.conversation import (
     CaseContext,
     run_model_lane_case,
     run_product_lane_case,
+    system_prompt,
 )
 from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
@@ -198,6 +199,7 @@ async def run_partition(
         if c.case_id not in previous or previous[c.case_id].status in RERUN_STATUSES
     ]
     tools = tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
+    system = system_prompt(fixture_set)
     client = session.client(config)
     limit = asyncio.Semaphore(settings.concurrency)
     folder.mkdir(parents=True, exist_ok=True)
@@ -221,6 +223,7 @@ async def run_partition(
                 tools=tools,
                 client=client,
                 emit=trace_journal.append,
+                system_prompt=system,
                 execute=toolbox.run if toolbox is not None else None,
                 read_arguments=toolbox.read if toolbox is not None else None,
                 guards=settings.guards,

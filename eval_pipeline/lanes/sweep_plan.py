@@ -21,7 +21,7 @@ from decimal import Decimal
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.conversation import case_request, opening
+from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.providers.budget import wire_output_limit, worst_case_input_tokens
@@ -106,6 +106,7 @@ def _lane_calls(
     day: date,
 ) -> PlannedCalls:
     tools = tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
+    system = system_prompt(fixture_set)
     attempts = config.retry.max_attempts
     simulated = config.provider == SIMULATED
     turns = 1 if lane == "model" else settings.guards.turn_limit
@@ -117,7 +118,9 @@ def _lane_calls(
     total = Decimal(0)
     for seed in seeds:
         for case in cases:
-            body = wire_body(config, case_request(opening(case), tools, settings.max_tokens, seed))
+            body = wire_body(
+                config, case_request(opening(case, system), tools, settings.max_tokens, seed)
+            )
             output = wire_output_limit(body)
             first = book.worst_case(
                 config.priced_as,

@@ -110,6 +110,18 @@ def registered_worlds() -> dict[str, WorldRegistration]:
     return {name: _entry(name) for name in known_world_plugins()}
 
 
+def world_code_versions() -> tuple[str, ...]:
+    """Every installed world as its code versions see it: its name, generator and suite
+    versions, and the hash of its plugin's source (`plugin_source_version`)."""
+    from eval_pipeline.source_versions import plugin_source_version
+
+    return tuple(
+        f"{name}:{registration.generator_version}/{registration.suite_version}:"
+        f"{plugin_source_version(_entry_points()[name].module)}"
+        for name, registration in registered_worlds().items()
+    )
+
+
 def ordered_categories(present: Iterable[str]) -> list[str]:
     """`present` in the order reports list categories: the order a registered world
     declares them in (worlds by name), then any other by name."""
@@ -179,6 +191,7 @@ __all__ = [
     "parse_world_config",
     "plugin_for_config",
     "registered_worlds",
+    "world_code_versions",
     "world_registration",
 ]
 

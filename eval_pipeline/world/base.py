@@ -46,6 +46,8 @@ class WorldPlugin(Protocol):
     name: str
     generator_version: str
     suite_version: str
+    system_prompt: str
+    """What both lanes send before each case's prompt: who the agent is, in this world."""
 
     def generate(self, seed: int, scale: float) -> GeneratedWorld:
         """Build every `world` table from the seed; same inputs give the same bytes."""

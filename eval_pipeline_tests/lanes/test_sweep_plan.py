@@ -15,7 +15,7 @@ from eval_pipeline import paths, world_stages
 from eval_pipeline.cli import main
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.conversation import case_request, opening
+from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
 from eval_pipeline.lanes.sweep_plan import plan_sweep
 from eval_pipeline.providers.budget import worst_case_input_tokens
 from eval_pipeline.providers.config import scan_model_configs
@@ -79,7 +79,9 @@ def test_the_model_lane_bound_is_the_budgets_bound_on_each_request(
     tools = tuple(ToolSpec.model_validate(t) for t in small_fixture_set.tools)
     expected = Decimal(0)
     for case in small_fixture_set.cases:
-        body = wire_body(config, case_request(opening(case), tools, 1024, 4))
+        body = wire_body(
+            config, case_request(opening(case, system_prompt(small_fixture_set)), tools, 1024, 4)
+        )
         text_bytes = worst_case_input_tokens(body, config.input_token_overhead)
         assert text_bytes > config.input_token_overhead
         expected += (

@@ -14,6 +14,7 @@ import pytest
 
 from eval_pipeline import world
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.fixtures.frozen import FixtureManifest
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world import (
     WORLDS_GROUP,
@@ -39,6 +40,7 @@ class TwinConfig(FrozenRecord):
 
 class Twin(LabelWorld):
     name = "twin"
+    system_prompt = "You are the twin world's assistant."
 
 
 registration = WorldRegistration(
@@ -86,6 +88,27 @@ def test_a_world_from_another_distribution_runs_by_name_from_its_config(installe
     assert type(config).__name__ == "TwinConfig"
     assert plugin_for_config(config).name == "twin"
     assert get_world_plugin("twin").name == "twin"
+
+
+def test_both_lanes_open_a_case_with_the_system_prompt_of_the_world_it_was_frozen_from(
+    installed: Path,
+) -> None:
+    from eval_pipeline.fixtures.frozen import FixtureSet
+    from eval_pipeline.lanes.conversation import opening, system_prompt
+    from eval_pipeline_tests.fixtures.test_frozen import WORLD, make_case
+
+    _distribution(installed, "twin_world", "twin_world", {"twin": "twin_world:registration"})
+    for plugin, expected in [
+        ("label", LabelWorld.system_prompt),
+        ("twin", "You are the twin world's assistant."),
+    ]:
+        manifest = FixtureManifest.model_construct(
+            world=WORLD.model_copy(update={"plugin": plugin})
+        )
+        fixture_set = FixtureSet(path=installed, manifest=manifest, cases=(), tools=())
+        first = opening(make_case(1), system_prompt(fixture_set))[0]
+        assert (first.role, first.content) == ("system", expected)
+    assert "record label" not in system_prompt(fixture_set)
 
 
 def test_a_broken_or_clashing_registration_is_one_line_naming_it(installed: Path) -> None:
