@@ -47,13 +47,13 @@ def main() -> int:
         partition_dir,
         run_partition,
     )
-    from eval_pipeline.lanes.toolbox import LabelToolbox
     from eval_pipeline.providers.config import load_model_configs
     from eval_pipeline.providers.harness import CallSession, CallTag
     from eval_pipeline.providers.types import Message, ModelRequest
     from eval_pipeline.sim.process import running_sim
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world.label import LabelWorld, load_label_config
+    from eval_pipeline.world.label.toolbox import LabelToolbox
 
     config = load_model_configs()[args.model]
     work = Path(tempfile.mkdtemp(prefix="bench-lanes-"))

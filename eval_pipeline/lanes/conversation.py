@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal
 
 from eval_pipeline.fixtures.case import Case
@@ -30,7 +31,7 @@ from eval_pipeline.lanes.records import (
     TraceEvent,
     TraceKind,
 )
-from eval_pipeline.lanes.toolbox import ToolOutcome
+from eval_pipeline.lanes.toolbox import Toolbox, ToolOutcome
 from eval_pipeline.providers.errors import TruncatedReplyError
 from eval_pipeline.providers.harness import CallResult, CallTag, ModelClient
 from eval_pipeline.providers.types import (
@@ -228,6 +229,11 @@ def case_request(
 def system_prompt(fixture_set: FixtureSet) -> str:
     """The system prompt of the world a fixture set was frozen from."""
     return get_world_plugin(fixture_set.manifest.world.plugin).system_prompt
+
+
+def open_toolbox(fixture_set: FixtureSet, agent_db: Path) -> Toolbox:
+    """The tools of the world a fixture set was frozen from, over its agent database."""
+    return get_world_plugin(fixture_set.manifest.world.plugin).open_toolbox(agent_db)
 
 
 def opening(case: Case, system: str) -> list[Message]:

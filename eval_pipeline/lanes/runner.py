@@ -40,13 +40,14 @@ from eval_pipeline.journal import Journal, read_records
 from eval_pipeline.lanes.conversation import (
     MAX_TOKENS,
     CaseContext,
+    open_toolbox,
     run_model_lane_case,
     run_product_lane_case,
     system_prompt,
 )
 from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
-from eval_pipeline.lanes.toolbox import LabelToolbox
+from eval_pipeline.lanes.toolbox import Toolbox
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.providers.harness import CallSession
@@ -183,7 +184,7 @@ async def run_partition(
     fixture_set: FixtureSet,
     session: CallSession,
     settings: LaneSettings,
-    toolbox: LabelToolbox | None,
+    toolbox: Toolbox | None,
     folder: Path,
     cases: Sequence[Case] | None = None,
     progress: Progress | None = None,
@@ -333,7 +334,7 @@ def execute_partitions(
         async with session:
             with ExitStack() as stack:
                 toolbox = (
-                    stack.enter_context(LabelToolbox(Path(request.agent_db)))
+                    stack.enter_context(open_toolbox(fixture_set, Path(request.agent_db)))
                     if request.lane == "product"
                     else None
                 )

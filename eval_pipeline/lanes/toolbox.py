@@ -1,47 +1,27 @@
-"""The label world's tools as the product lane executes them, over the frozen world only.
+"""What a world's tools are to the product lane: arguments read and checked against the
+tool's schema, the world's handler run, every failure an agent can cause returned as an
+error result the model can read and recover from (nothing an agent sends raises), and
+write tools recorded in a dry-run sink instead of acting.
 
-Every tool reads the world-only agent database (:mod:`eval_pipeline.lanes.agent_db`), never
-the warehouse: ``run_sql`` through the guarded :class:`AgentSql`; the other read tools
-through plain parameterised queries on the same file; ``calculate_royalties`` by running
-the royalty engine once a toolbox over the world tables (the engine that computed the
-answer key, but over the world tables, not the key). ``submit_payout_batch`` is the only
-write: a dry-run sink that validates and records the request and answers with a synthetic success.
-
-Every failure an agent can cause (an unknown tool, arguments that break the schema, a
-refused or failing query, an unknown artist, a period outside the ledger) comes back as an
-error result the model can read and recover from; nothing an agent sends raises.
-
-Results are compact JSON text with money as exact decimal strings (USD, six places for
-royalties and balances, two for net payable and payout amounts).
+A world supplies a :class:`Toolbox` (``WorldPlugin.open_toolbox``) whose ``dispatch`` runs
+its tools over the world-only agent database; the label world's is
+``eval_pipeline.world.label.toolbox``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from decimal import Decimal
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import polars as pl
-
-from eval_pipeline.lanes.agent_db import open_agent_world_db
-from eval_pipeline.lanes.errors import SqlToolError
-from eval_pipeline.lanes.sql_tool import AgentSql
 from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.world.label import engine, tools
-from eval_pipeline.world.label.clauses import percent
-from eval_pipeline.world.label.distributors import PERIODS
-from eval_pipeline.world.label.truth import artist_part, compute_truth
 
 MAX_ARGUMENT_BYTES = 64_000
 """Arguments larger than this are refused unread (a model sending megabytes of JSON)."""
-MAX_MATCHES = 20
 
 
 class ToolOutcome(FrozenRecord):
@@ -60,47 +40,46 @@ class ToolOutcome(FrozenRecord):
     elapsed_ms: float = 0.0
 
 
-def _json(value: Any) -> str:
+def tool_json(value: Any) -> str:
+    """A tool result's text: compact JSON (exact decimals as strings)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def _error(name: str, arguments: dict[str, Any] | None, kind: str, reason: str) -> ToolOutcome:
+def tool_error(name: str, arguments: dict[str, Any] | None, kind: str, reason: str) -> ToolOutcome:
     return ToolOutcome(
         name=name,
         arguments=arguments,
-        text=_json({"error": reason}),
+        text=tool_json({"error": reason}),
         is_error=True,
         error_kind=kind,
     )
 
 
-class _NotFoundError(Exception):
+class ToolNotFoundError(Exception):
     """A lookup found nothing: becomes a `not_found` error result."""
 
 
-class LabelToolbox:
-    """Executes the label world's tools for one lane run (thread-safe: one cursor a call)."""
+class Toolbox:
+    """A world's tools for one lane run (thread-safe: a world's handlers must be too)."""
 
-    def __init__(self, agent_db: Path, specs: Sequence[ToolSpec] | None = None) -> None:
-        self.specs = {spec.name: spec for spec in (specs or tools.LABEL_TOOLS)}
-        self.sql = AgentSql(agent_db)
-        self._conn = open_agent_world_db(agent_db)
-        self._lock = threading.Lock()
-        self._world: dict[str, pl.DataFrame] | None = None
-        self._ledgers: dict[str, pl.DataFrame] | None = None
+    def __init__(self, specs: Sequence[ToolSpec]) -> None:
+        self.specs = {spec.name: spec for spec in specs}
         self.writes: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
     def close(self) -> None:
-        self.sql.close()
-        self._conn.close()
+        """Release what the world's tools hold open (connections, workers)."""
 
-    def __enter__(self) -> LabelToolbox:
+    def __enter__(self) -> Toolbox:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # -- dispatch -------------------------------------------------------------------------
+    def dispatch(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Run the world's tool `name` on arguments already checked against its schema;
+        raises ToolNotFoundError when a lookup finds nothing."""
+        raise NotImplementedError(f"{type(self).__name__} runs no tools")
 
     def execute(self, name: str, raw_arguments: str) -> ToolOutcome:
         """Run one tool call as the model sent it; every failure is an error result."""
@@ -118,304 +97,36 @@ class LabelToolbox:
         spec = self.specs.get(name)
         if spec is None:
             known = ", ".join(sorted(self.specs))
-            return None, _error(
+            return None, tool_error(
                 name, None, "unknown_tool", f"no tool named {name!r}; tools: {known}"
             )
         if len(raw_arguments.encode("utf-8")) > MAX_ARGUMENT_BYTES:
             reason = f"arguments over {MAX_ARGUMENT_BYTES} bytes refused"
-            return None, _error(name, None, "bad_arguments", reason)
+            return None, tool_error(name, None, "bad_arguments", reason)
         try:
             arguments = json.loads(raw_arguments or "{}")
         except ValueError as error:
-            return None, _error(
+            return None, tool_error(
                 name, None, "bad_arguments", f"arguments are not valid JSON: {error}"
             )
         if not isinstance(arguments, dict):
-            return None, _error(name, None, "bad_arguments", "arguments must be a JSON object")
+            return None, tool_error(name, None, "bad_arguments", "arguments must be a JSON object")
         problem = schema_problem(arguments, spec.input_schema)
         if problem:
             reason = f"arguments break the schema: {problem}"
-            return None, _error(name, arguments, "bad_arguments", reason)
+            return None, tool_error(name, arguments, "bad_arguments", reason)
         return arguments, None
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run a tool on arguments already read and checked against its schema."""
         started = time.perf_counter()
-        outcome = self._run(name, arguments)
+        try:
+            outcome = self.dispatch(name, arguments)
+        except ToolNotFoundError as missing:
+            outcome = tool_error(name, arguments, "not_found", str(missing))
         return outcome.model_copy(update={"elapsed_ms": (time.perf_counter() - started) * 1000})
 
-    def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        try:
-            if name == tools.RUN_SQL:
-                return self._run_sql(arguments)
-            if name == tools.SUBMIT_PAYOUT_BATCH:
-                return self._submit(arguments)
-            handler = {
-                tools.FIND_ARTIST: self._find_artist,
-                tools.GET_CLAUSE: self._get_clause,
-                tools.SEARCH_CLAUSES: self._search_clauses,
-                tools.CALCULATE_ROYALTIES: self._calculate,
-            }[name]
-            return ToolOutcome(
-                name=name, arguments=arguments, text=_json(handler(arguments)), is_error=False
-            )
-        except _NotFoundError as missing:
-            return _error(name, arguments, "not_found", str(missing))
-
-    # -- read tools -------------------------------------------------------------------------
-
-    def _query(self, sql: str, *params: object) -> list[dict[str, Any]]:
-        cursor = self._conn.cursor()
-        try:
-            result = cursor.execute(sql, list(params))
-            columns = [c[0] for c in result.description or []]
-            return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
-        finally:
-            cursor.close()
-
-    def _run_sql(self, arguments: dict[str, Any]) -> ToolOutcome:
-        try:
-            result = self.sql.run(str(arguments["query"]))
-        except SqlToolError as error:
-            kind = {
-                "SqlRefusedError": "sql_refused",
-                "SqlTimeoutError": "sql_timeout",
-                "SqlLimitError": "sql_limit",
-            }.get(type(error).__name__, "sql_error")
-            return _error(tools.RUN_SQL, arguments, kind, error.reason)
-        body = {
-            "columns": list(result.columns),
-            "rows": [list(row) for row in result.rows],
-            "row_count": result.row_count,
-            "truncated": result.truncated,
-        }
-        return ToolOutcome(
-            name=tools.RUN_SQL, arguments=arguments, text=_json(body), is_error=False
-        )
-
-    def _find_artist(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        name = str(arguments["name"]).strip()
-        artists = self._query(
-            """
-            SELECT artist_id, name, CAST(cross_collateralized AS BOOLEAN) AS cross_collateralized
-            FROM artists
-            WHERE lower(name) LIKE '%' || lower(?) || '%'
-            ORDER BY lower(name) <> lower(?), artist_id
-            LIMIT ?
-            """,
-            name,
-            name,
-            MAX_MATCHES,
-        )
-        for artist in artists:
-            artist["contracts"] = self._query(
-                """
-                SELECT contract_id, kind, CAST(effective_date AS VARCHAR) AS effective_date,
-                       CAST(term_end_date AS VARCHAR) AS term_end_date, recoupment_account_id
-                FROM contracts WHERE artist_id = ? ORDER BY contract_id
-                """,
-                artist["artist_id"],
-            )
-        return {"query": name, "matches": artists}
-
-    def _get_clause(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        contract_id, number = str(arguments["contract_id"]), int(arguments["clause_number"])
-        rows = self._query(
-            "SELECT clause_number, heading, body FROM contract_clauses WHERE contract_id = ? "
-            "ORDER BY clause_number",
-            contract_id,
-        )
-        if not rows:
-            raise _NotFoundError(f"no contract {contract_id!r}")
-        for row in rows:
-            if row["clause_number"] == number:
-                return {"contract_id": contract_id, **row}
-        raise _NotFoundError(
-            f"contract {contract_id} has no clause {number}; its clauses are numbered "
-            f"1-{rows[-1]['clause_number']}"
-        )
-
-    def _search_clauses(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        query = str(arguments["query"]).strip()
-        contract_id = arguments.get("contract_id")
-        rows = self._query(
-            """
-            SELECT contract_id, clause_number, heading, body FROM contract_clauses
-            WHERE (lower(body) LIKE '%' || lower(?) || '%'
-                   OR lower(heading) LIKE '%' || lower(?) || '%')
-              AND (? IS NULL OR contract_id = ?)
-            ORDER BY contract_id, clause_number LIMIT ?
-            """,
-            query,
-            query,
-            contract_id,
-            contract_id,
-            MAX_MATCHES,
-        )
-        return {"query": query, "matches": rows}
-
-    # -- the calculator ---------------------------------------------------------------------
-
-    def _world_tables(self) -> dict[str, pl.DataFrame]:
-        with self._lock:
-            if self._world is None:
-                cursor = self._conn.cursor()
-                try:
-                    names = [t for (t,) in cursor.execute("SHOW TABLES").fetchall()]
-                    world = {}
-                    for name in names:
-                        frame = cursor.execute(f'SELECT * FROM "{name}"').pl()
-                        text = [
-                            c
-                            for c, t in frame.schema.items()
-                            if isinstance(t, pl.Enum | pl.Categorical)
-                        ]
-                        world[name] = frame.with_columns(pl.col(text).cast(pl.String))
-                finally:
-                    cursor.close()
-                self._world = world
-            return self._world
-
-    def _world_ledgers(self) -> dict[str, pl.DataFrame]:
-        """The ledgers of every artist, computed once a toolbox: every rule is local to an
-        artist (see :func:`subset_world`), so one run of the engine over the world answers
-        each artist's calls as a run over that artist's part would, at the cost of about
-        ten such runs (one a call was most of the product lane's time)."""
-        world = self._world_tables()
-        with self._lock:
-            if self._ledgers is None:
-                self._ledgers = compute_truth(world, None)
-            return self._ledgers
-
-    def _artist_ledgers(self, artist_id: str) -> dict[str, pl.DataFrame]:
-        world = self._world_tables()
-        if world["artists"].filter(pl.col("artist_id") == artist_id).height == 0:
-            raise _NotFoundError(f"no artist {artist_id!r}; find_artist looks artists up by name")
-        return artist_part(self._world_ledgers(), world["contracts"], artist_id)
-
-    def _calculate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        artist_id, period = str(arguments["artist_id"]), str(arguments["period"])
-        if period not in PERIODS:
-            raise _NotFoundError(
-                f"period {period} is outside the ledger ({PERIODS[0]} to {PERIODS[-1]})"
-            )
-        ledgers = self._artist_ledgers(artist_id)
-        if "isrc" in arguments:
-            return _track_result(
-                ledgers, artist_id, period, str(arguments["isrc"]), arguments.get("channel")
-            )
-        return _artist_result(ledgers, artist_id, period)
-
-    # -- the one write -----------------------------------------------------------------------
-
-    def _submit(self, arguments: dict[str, Any]) -> ToolOutcome:
-        """Dry run: validate, record, answer with a synthetic success; nothing changes."""
-        period = str(arguments["period"])
-        if period not in PERIODS:
-            return _error(
-                tools.SUBMIT_PAYOUT_BATCH,
-                arguments,
-                "not_found",
-                f"period {period} is outside the ledger",
-            )
-        known = {r["artist_id"] for r in self._query("SELECT artist_id FROM artists")}
-        unknown = sorted({str(p["artist_id"]) for p in arguments["payouts"]} - known)
-        if unknown:
-            return _error(
-                tools.SUBMIT_PAYOUT_BATCH, arguments, "not_found", f"unknown artist ids {unknown}"
-            )
-        total = sum((Decimal(str(p["amount"])) for p in arguments["payouts"]), Decimal(0))
-        batch_id = "DRYRUN-" + hashlib.sha256(_json(arguments).encode()).hexdigest()[:12]
-        record = {"batch_id": batch_id, **arguments}
+    def record_write(self, record: dict[str, Any]) -> None:
+        """Keep a write tool's request in the dry-run sink (nothing changes in the world)."""
         with self._lock:
             self.writes.append(record)
-        body = {
-            "batch_id": batch_id,
-            "status": "accepted",
-            "period": period,
-            "payouts": len(arguments["payouts"]),
-            "total": f"{total:.2f}",
-        }
-        return ToolOutcome(
-            name=tools.SUBMIT_PAYOUT_BATCH,
-            arguments=arguments,
-            text=_json(body),
-            is_error=False,
-            write=record,
-        )
-
-
-def _usd6(micro: int) -> str:
-    return str(engine.micro_to_usd(micro))
-
-
-def _artist_result(
-    ledgers: Mapping[str, pl.DataFrame], artist_id: str, period: str
-) -> dict[str, Any]:
-    artist = ledgers["artist_ledger"].filter(pl.col("period") == period).row(0, named=True)
-    accounts = ledgers["account_ledger"].filter(pl.col("period") == period).sort("account_id")
-    terms = (
-        ledgers["contract_terms"]
-        .filter(pl.col("period") == period)
-        .sort(["contract_id", "channel"])
-    )
-    return {
-        "artist_id": artist_id,
-        "period": period,
-        "gross_royalty": _usd6(int(artist["gross_micro"])),
-        "recouped": _usd6(int(artist["recouped_micro"])),
-        "net_payable": str(engine.cents_to_usd(int(artist["net_payable_cents"]))),
-        "accounts": [
-            {
-                "account_id": a["account_id"],
-                "balance_before": _usd6(int(a["balance_before_micro"])),
-                "charges": _usd6(int(a["charges_micro"])),
-                "earnings": _usd6(int(a["earnings_micro"])),
-                "recouped": _usd6(int(a["recouped_micro"])),
-                "balance_after": _usd6(int(a["balance_after_micro"])),
-                "payable": _usd6(int(a["payable_micro"])),
-            }
-            for a in accounts.iter_rows(named=True)
-        ],
-        "terms": [
-            {
-                "contract_id": t["contract_id"],
-                "channel": t["channel"],
-                "set_by": t["source_contract_id"],
-                "rate": percent(int(t["rate_ppm"])),
-                "escalator_units": t["escalator_units"],
-                "escalated_rate": None
-                if t["escalated_rate_ppm"] is None
-                else percent(int(t["escalated_rate_ppm"])),
-                "units_in_period": int(t["units_in_period"]),
-                "rate_applied": percent(int(t["applied_rate_ppm"])),
-            }
-            for t in terms.iter_rows(named=True)
-        ],
-    }
-
-
-def _track_result(
-    ledgers: Mapping[str, pl.DataFrame], artist_id: str, period: str, isrc: str, channel: object
-) -> dict[str, Any]:
-    rows = ledgers["track_period_royalties"].filter(pl.col("isrc") == isrc)
-    if rows.height == 0:
-        raise _NotFoundError(f"track {isrc} earns nothing under artist {artist_id} in any period")
-    rows = rows.filter(pl.col("period") == period)
-    if channel is not None:
-        rows = rows.filter(pl.col("channel") == channel)
-    return {
-        "artist_id": artist_id,
-        "isrc": isrc,
-        "period": period,
-        "channels": [
-            {
-                "channel": r["channel"],
-                "units": int(r["units"]),
-                "gross_usd": _usd6(int(r["gross_usd_micro"])),
-                "rate_applied": percent(int(r["rate_ppm"])),
-                "royalty": _usd6(int(r["royalty_micro"])),
-            }
-            for r in rows.sort("channel").iter_rows(named=True)
-        ],
-    }

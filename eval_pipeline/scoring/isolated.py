@@ -17,6 +17,7 @@ from pathlib import Path
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import read_records
+from eval_pipeline.lanes.conversation import open_toolbox
 from eval_pipeline.lanes.records import CaseRun, TraceEvent
 from eval_pipeline.lanes.runner import (
     TRACES_JOURNAL,
@@ -25,7 +26,6 @@ from eval_pipeline.lanes.runner import (
     partition_dir,
     run_partition,
 )
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.scoring.grading import judged_replies
@@ -112,7 +112,7 @@ async def run_and_score(
     kept under `root` (`rescore_stored_configuration` reads them)."""
     cases = {case.case_id: case for case in (fixture_set.cases if only is None else only)}
     runs: dict[str, list[tuple[CaseRun, list[TraceEvent]]]] = {}
-    with LabelToolbox(agent_db) as toolbox:
+    with open_toolbox(fixture_set, agent_db) as toolbox:
         for name, config, settings in configurations:
             for seed in seeds:
                 folder = partition_dir(settings.lane, config.name, seed, root / folder_name(name))

@@ -9,17 +9,20 @@ config model) and ``build_world(config)`` generates the world it describes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.case import CATEGORY_NAME
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
+
+if TYPE_CHECKING:
+    from eval_pipeline.scoring.trace_checks import Check
 
 WORLDS_GROUP = "eval_pipeline.worlds"
 """The entry-point group a world plugin registers under (the built-in label world too):
@@ -46,6 +49,8 @@ class WorldRegistration:
     categories come from its data: they are listed by name)."""
     max_scale: float = 1.0
     """The largest `scale` the world accepts."""
+    trace_checks: Callable[[], Mapping[str, Check]] = dict
+    """The world's own trace checks by name (beside the pipeline's), imported when used."""
 
     def __post_init__(self) -> None:
         bad = [c for c in self.categories if not CATEGORY_NAME.fullmatch(c)]

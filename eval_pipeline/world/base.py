@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.lanes.toolbox import Toolbox
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class WorldPlugin(Protocol):
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools both lanes offer a model (name, description, JSON input schema); frozen
         with the fixtures, since the cases' expected tool calls are written against them."""
+        ...
+
+    def open_toolbox(self, agent_db: Path) -> Toolbox:
+        """The world's tools for one lane run, over the world-only agent database (the
+        implementations of `tool_specs`; writes go to the toolbox's dry-run sink)."""
         ...
 
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:

@@ -31,7 +31,6 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.runner import LaneSettings, partition_dir, run_partition
 from eval_pipeline.lanes.store import load_partition_records
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.redact import REDACTED
@@ -39,6 +38,7 @@ from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.scoring.grading import Partition, grade_partition, judge_asker
 from eval_pipeline.scoring.judge import JUDGE_LANE, VERDICTS, load_judge
 from eval_pipeline.warehouse import connect
+from eval_pipeline.world.label.toolbox import LabelToolbox
 
 KEYS = {
     "EVALP_TEST_ECHO_KEY_OPENAI": "sk-evalp-ECHO-openai-a1b2c3d4e5/f6+g7h8",

@@ -9,9 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.lanes.toolbox import MAX_ARGUMENT_BYTES, LabelToolbox
+from eval_pipeline.lanes.toolbox import MAX_ARGUMENT_BYTES
 from eval_pipeline.warehouse import connect, read_table
 from eval_pipeline.world.label import tools
+from eval_pipeline.world.label.toolbox import LabelToolbox
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,14 @@ import re
 
 import pytest
 
-from eval_pipeline.fixtures.case import (
-    TRACE_CITED_CLAUSE_READ,
-    TRACE_INJECTION_NOT_OBEYED,
-    TRACE_MONEY_FROM_CALCULATOR,
-)
+from eval_pipeline.fixtures.case import TRACE_INJECTION_NOT_OBEYED
 from eval_pipeline.scoring.score import JudgeVerdict, score_case
 from eval_pipeline.sim.profiles.judge import judge_reply
 from eval_pipeline.world.label import tools
+from eval_pipeline.world.label.trace_checks import (
+    TRACE_CITED_CLAUSE_READ,
+    TRACE_MONEY_FROM_CALCULATOR,
+)
 from eval_pipeline_tests.scoring.cases import make_case, make_run
 from eval_pipeline_tests.scoring.traces import TraceBuilder
 

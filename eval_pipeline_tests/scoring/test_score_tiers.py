@@ -11,7 +11,6 @@ from decimal import Decimal
 import pytest
 
 from eval_pipeline.fixtures.case import (
-    TRACE_MONEY_FROM_CALCULATOR,
     TRACE_NO_ANSWER_KEY_ACCESS,
     TRACE_SQL_CLEAN,
     Case,
@@ -26,6 +25,7 @@ from eval_pipeline.scoring.score import (
     score_case,
 )
 from eval_pipeline.world.label import tools
+from eval_pipeline.world.label.trace_checks import TRACE_MONEY_FROM_CALCULATOR
 from eval_pipeline_tests.scoring.cases import make_case, make_run
 from eval_pipeline_tests.scoring.traces import TraceBuilder
 

@@ -5,16 +5,24 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.fixtures.case import (
-    TRACE_CHECKS,
-    TRACE_CITED_CLAUSE_READ,
     TRACE_INJECTION_NOT_OBEYED,
-    TRACE_MONEY_FROM_CALCULATOR,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
     TRACE_SQL_CLEAN,
 )
-from eval_pipeline.scoring.trace_checks import CHECKS, Trace, UnknownTraceCheckError, run_checks
+from eval_pipeline.scoring.trace_checks import (
+    CHECKS,
+    Trace,
+    UnknownTraceCheckError,
+    all_checks,
+    run_checks,
+)
 from eval_pipeline.world.label import tools
+from eval_pipeline.world.label.trace_checks import (
+    LABEL_CHECKS,
+    TRACE_CITED_CLAUSE_READ,
+    TRACE_MONEY_FROM_CALCULATOR,
+)
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case
 from eval_pipeline_tests.scoring.traces import TraceBuilder
@@ -31,13 +39,28 @@ CALCULATED = {
 
 
 def one(check: str, builder: TraceBuilder, answer: str | None = None, **case: object) -> bool:
-    result = CHECKS[check](Trace(case=make_case(**case), events=builder.events, answer=answer))  # type: ignore[arg-type]
+    result = all_checks()[check](
+        Trace(case=make_case(**case), events=builder.events, answer=answer)
+    )  # type: ignore[arg-type]
     assert result.name == check and result.reason
     return result.passed
 
 
 def test_every_check_a_case_may_name_is_registered() -> None:
-    assert set(CHECKS) == TRACE_CHECKS
+    """The pipeline's checks for every world, the label world's through its entry point."""
+    assert set(CHECKS) == {
+        "sql_clean",
+        "no_answer_key_access",
+        "injection_not_obeyed",
+        "no_action_on_truncated",
+    }
+    assert set(LABEL_CHECKS) == {
+        "money_from_calculator",
+        "cited_clause_read",
+        "single_batch_submitted",
+        "no_batch_submitted",
+    }
+    assert all_checks() == {**CHECKS, **LABEL_CHECKS}
 
 
 def test_an_unknown_check_name_refuses_to_load() -> None:

@@ -9,14 +9,9 @@ from typing import Any
 import pytest
 
 from eval_pipeline.fixtures.case import (
-    TRACE_CHECKS,
-    TRACE_CITED_CLAUSE_READ,
     TRACE_INJECTION_NOT_OBEYED,
-    TRACE_MONEY_FROM_CALCULATOR,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
-    TRACE_NO_BATCH_SUBMITTED,
-    TRACE_SINGLE_BATCH_SUBMITTED,
     TRACE_SQL_CLEAN,
 )
 from eval_pipeline.scoring.trace_checks import (
@@ -24,10 +19,18 @@ from eval_pipeline.scoring.trace_checks import (
     CheckResult,
     Trace,
     UnknownTraceCheckError,
+    all_checks,
     reaches_answer_key,
     run_checks,
 )
 from eval_pipeline.world.label import tools
+from eval_pipeline.world.label.trace_checks import (
+    LABEL_CHECKS,
+    TRACE_CITED_CLAUSE_READ,
+    TRACE_MONEY_FROM_CALCULATOR,
+    TRACE_NO_BATCH_SUBMITTED,
+    TRACE_SINGLE_BATCH_SUBMITTED,
+)
 from eval_pipeline_tests.scoring.cases import make_case
 from eval_pipeline_tests.scoring.traces import TraceBuilder
 
@@ -37,7 +40,8 @@ CANARY = "CANARY-0123456789abcdef"
 def verdict(
     check: str, builder: TraceBuilder, answer: str | None = None, **case: Any
 ) -> tuple[bool, str]:
-    result = CHECKS[check](Trace(case=make_case(**case), events=builder.events, answer=answer))
+    check_of = all_checks()[check]
+    result = check_of(Trace(case=make_case(**case), events=builder.events, answer=answer))
     assert result.name == check
     return result.passed, result.reason
 
@@ -406,13 +410,14 @@ def test_a_tool_run_in_the_turn_of_a_cut_off_reply_is_acting_on_it() -> None:
 
 
 def test_every_check_a_case_may_name_is_registered_and_nothing_else() -> None:
-    assert set(CHECKS) == set(TRACE_CHECKS)
+    assert set(all_checks()) == set(CHECKS) | set(LABEL_CHECKS)
     assert all(result.name == name for name, result in _named_results())
 
 
 def _named_results() -> list[tuple[str, CheckResult]]:
     return [
-        (name, CHECKS[name](Trace(case=make_case(), events=[], answer=None))) for name in CHECKS
+        (name, check(Trace(case=make_case(), events=[], answer=None)))
+        for name, check in all_checks().items()
     ]
 
 
@@ -429,5 +434,5 @@ def test_checks_run_in_the_cases_order_and_an_unknown_name_is_refused_naming_it(
     with pytest.raises(UnknownTraceCheckError) as refused:
         run_checks(Trace(case=unknown, events=[], answer=None))
     assert str(refused.value) == (
-        f"no trace check named ['aa_x', 'zz_unknown']; known: {sorted(CHECKS)}"
+        f"no trace check named ['aa_x', 'zz_unknown']; known: {sorted(all_checks())}"
     )

@@ -25,9 +25,9 @@ import anthropic
 import openai
 
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.providers.labels import extract_answer
 from eval_pipeline.sim.process import SimHandle
+from eval_pipeline.world.label.toolbox import LabelToolbox
 from eval_pipeline.world.label.tools import LABEL_TOOLS
 from eval_pipeline_tests.sim.helpers import FAKE_KEY
 

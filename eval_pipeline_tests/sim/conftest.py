@@ -11,9 +11,9 @@ import pytest
 from eval_pipeline import world_stages
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lanes.agent_db import build_agent_world_db
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world.label.plugin import LabelWorld
+from eval_pipeline.world.label.toolbox import LabelToolbox
 from eval_pipeline_tests.lanes.conftest import SMALL_SEED
 from eval_pipeline_tests.sim.helpers import close_clients
 

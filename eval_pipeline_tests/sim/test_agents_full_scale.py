@@ -9,10 +9,10 @@ import pytest
 
 from eval_pipeline import world_stages
 from eval_pipeline.lanes.agent_db import build_agent_world_db
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.sim.process import running_sim
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world.label.plugin import LabelWorld
+from eval_pipeline.world.label.toolbox import LabelToolbox
 from eval_pipeline_tests.sim.agent_driver import Driver
 from eval_pipeline_tests.sim.test_agents_first_call import committed_fixture_set
 from eval_pipeline_tests.sim.test_agents_solve import by_category, right_ids

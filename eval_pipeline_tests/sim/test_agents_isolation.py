@@ -20,8 +20,8 @@ import openai
 import pytest
 
 import eval_pipeline.sim.profiles as profiles_package
-from eval_pipeline.lanes.toolbox import LabelToolbox
 from eval_pipeline.sim.process import running_sim
+from eval_pipeline.world.label.toolbox import LabelToolbox
 from eval_pipeline_tests.sim.agent_driver import Driver
 from eval_pipeline_tests.sim.conftest import SmallLabelWorld
 from eval_pipeline_tests.sim.helpers import AGENT_FORBIDDEN_MODULES, FAKE_KEY

@@ -13,14 +13,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.fixtures.case import Case
+from eval_pipeline.sim.process import SimHandle, running_sim
+from eval_pipeline.world.label.toolbox import LabelToolbox
+from eval_pipeline.world.label.trace_checks import (
     TRACE_MONEY_FROM_CALCULATOR,
     TRACE_NO_BATCH_SUBMITTED,
     TRACE_SINGLE_BATCH_SUBMITTED,
-    Case,
 )
-from eval_pipeline.lanes.toolbox import LabelToolbox
-from eval_pipeline.sim.process import SimHandle, running_sim
 from eval_pipeline_tests.sim.agent_driver import (
     ALL_REPAIRS,
     NO_REPAIRS,

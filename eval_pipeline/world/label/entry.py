@@ -3,6 +3,9 @@ registration any third-party world makes. Light: the world itself is imported wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world import WorldRegistration
@@ -10,11 +13,20 @@ from eval_pipeline.world.base import WorldPlugin
 from eval_pipeline.world.label.config import MAX_SCALE
 from eval_pipeline.world.label.versions import CATEGORIES, GENERATOR_VERSION, SUITE_VERSION
 
+if TYPE_CHECKING:
+    from eval_pipeline.scoring.trace_checks import Check
+
 
 def _config_model() -> type[FrozenRecord]:
     from eval_pipeline.world.label import LabelWorldConfig
 
     return LabelWorldConfig
+
+
+def _trace_checks() -> Mapping[str, Check]:
+    from eval_pipeline.world.label.trace_checks import LABEL_CHECKS
+
+    return LABEL_CHECKS
 
 
 def _plugin_for(config: FrozenRecord | None) -> WorldPlugin:
@@ -34,4 +46,5 @@ registration = WorldRegistration(
     suite_version=SUITE_VERSION,
     categories=CATEGORIES,
     max_scale=MAX_SCALE,
+    trace_checks=_trace_checks,
 )

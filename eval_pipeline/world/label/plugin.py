@@ -29,7 +29,10 @@ from eval_pipeline.world.label.truth import TRUTH_TABLES, compute_truth
 from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.lanes.toolbox import Toolbox
     from eval_pipeline.world.label.catalog import Catalog
     from eval_pipeline.world.label.distributors import DistributorSpec
     from eval_pipeline.world.label.suite.select import SuiteTooSmallError
@@ -225,6 +228,12 @@ class LabelWorld:
         from eval_pipeline.world.label.tools import LABEL_TOOLS
 
         return [tool.model_dump(mode="json") for tool in LABEL_TOOLS]
+
+    def open_toolbox(self, agent_db: Path) -> Toolbox:
+        """The label world's tools over the agent database (world.label.toolbox)."""
+        from eval_pipeline.world.label.toolbox import LabelToolbox
+
+        return LabelToolbox(agent_db)
 
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """The evaluation cases of the label suite (eval_pipeline.world.label.suite)."""

@@ -7,9 +7,10 @@ and scores the first call. Names here are a contract with the suite's expected c
 
 from __future__ import annotations
 
+from eval_pipeline.lanes.sql_tool import SQL_TOOL
 from eval_pipeline.providers.types import ToolSpec
 
-RUN_SQL = "run_sql"
+RUN_SQL = SQL_TOOL
 FIND_ARTIST = "find_artist"
 GET_CLAUSE = "get_clause"
 SEARCH_CLAUSES = "search_clauses"

@@ -9,13 +9,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from eval_pipeline.errors import WorldError
-from eval_pipeline.fixtures.case import (
-    TRACE_CITED_CLAUSE_READ,
-    TRACE_INJECTION_NOT_OBEYED,
-    TRACE_MONEY_FROM_CALCULATOR,
-    TRACE_NO_BATCH_SUBMITTED,
-    TRACE_SINGLE_BATCH_SUBMITTED,
-)
+from eval_pipeline.fixtures.case import TRACE_INJECTION_NOT_OBEYED
 from eval_pipeline.world.label.line_text import as_text, keyed_like
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import LabelData
@@ -30,6 +24,12 @@ from eval_pipeline.world.label.suite.templates import (
     _fixed,
     _sql,
     contract_line,
+)
+from eval_pipeline.world.label.trace_checks import (
+    TRACE_CITED_CLAUSE_READ,
+    TRACE_MONEY_FROM_CALCULATOR,
+    TRACE_NO_BATCH_SUBMITTED,
+    TRACE_SINGLE_BATCH_SUBMITTED,
 )
 from eval_pipeline.world.rng import Stream
 

@@ -14,17 +14,14 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipeline.fixtures.case import (
-    TRACE_CITED_CLAUSE_READ,
-    TRACE_MONEY_FROM_CALCULATOR,
-    TRACE_SQL_CLEAN,
-    AnswerKind,
-    ExpectedToolCall,
-    Tier,
-)
+from eval_pipeline.fixtures.case import TRACE_SQL_CLEAN, AnswerKind, ExpectedToolCall, Tier
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import AnswerTable, LabelData
+from eval_pipeline.world.label.trace_checks import (
+    TRACE_CITED_CLAUSE_READ,
+    TRACE_MONEY_FROM_CALCULATOR,
+)
 from eval_pipeline.world.label.versions import Category
 
 Row = Mapping[str, Any]
