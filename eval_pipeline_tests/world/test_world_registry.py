@@ -27,7 +27,10 @@ from eval_pipeline.world import (
 from eval_pipeline.world.label import LabelWorld
 
 PLUGIN = """
+from eval_pipeline.lanes.toolbox import ToolOutcome, Toolbox
+from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.scoring.trace_checks import CheckResult
 from eval_pipeline.world import WorldRegistration
 from eval_pipeline.world.label import LabelWorld
 
@@ -38,9 +41,36 @@ class TwinConfig(FrozenRecord):
     scale: float
 
 
+ADD = ToolSpec(
+    name="add",
+    description="Add two integers.",
+    input_schema={
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+)
+
+
+class Adder(Toolbox):
+    def __init__(self) -> None:
+        super().__init__([ADD])
+
+    def dispatch(self, name, arguments):
+        total = arguments["a"] + arguments["b"]
+        return ToolOutcome(name=name, arguments=arguments, text=str(total), is_error=False)
+
+
 class Twin(LabelWorld):
     name = "twin"
     system_prompt = "You are the twin world's assistant."
+
+    def open_toolbox(self, agent_db):
+        return Adder()
+
+
+def add_even(trace):
+    return CheckResult(name="add_even", passed=True, reason="twin's own check")
 
 
 registration = WorldRegistration(
@@ -49,6 +79,7 @@ registration = WorldRegistration(
     generator_version="twin-1",
     suite_version="twin-suite-1",
     categories=("catalog_lookup",),
+    trace_checks=lambda: {"add_even": add_even},
 )
 not_a_registration = 42
 """
@@ -111,6 +142,33 @@ def test_both_lanes_open_a_case_with_the_system_prompt_of_the_world_it_was_froze
     assert "record label" not in system_prompt(fixture_set)
 
 
+def test_the_product_lane_runs_the_tools_and_trace_checks_of_the_world_it_was_frozen_from(
+    installed: Path,
+) -> None:
+    """A world's own tool is run, not answered `unknown_tool` by the label world's tools;
+    its own trace check is known beside the pipeline's."""
+    from eval_pipeline.fixtures.frozen import FixtureSet
+    from eval_pipeline.lanes.conversation import open_toolbox
+    from eval_pipeline.scoring.trace_checks import all_checks
+    from eval_pipeline_tests.fixtures.test_frozen import WORLD
+
+    _distribution(installed, "twin_world", "twin_world", {"twin": "twin_world:registration"})
+    all_checks.cache_clear()
+    try:
+        manifest = FixtureManifest.model_construct(
+            world=WORLD.model_copy(update={"plugin": "twin"})
+        )
+        fixture_set = FixtureSet(path=installed, manifest=manifest, cases=(), tools=())
+        with open_toolbox(fixture_set, installed / "unused.duckdb") as toolbox:
+            added = toolbox.execute("add", '{"a": 2, "b": 40}')
+            unknown = toolbox.execute("run_sql", '{"query": "select 1"}')
+        assert (added.text, added.is_error) == ("42", False)
+        assert unknown.error_kind == "unknown_tool" and "tools: add" in unknown.text
+        assert {"add_even", "sql_clean", "money_from_calculator"} <= set(all_checks())
+    finally:
+        all_checks.cache_clear()
+
+
 def test_a_broken_or_clashing_registration_is_one_line_naming_it(installed: Path) -> None:
     _distribution(
         installed,
@@ -160,3 +218,35 @@ def test_a_registration_with_categories_that_are_not_distinct_names_is_refused(
             suite_version="x-suite-1",
             categories=categories,
         )
+
+
+def test_nothing_outside_the_label_world_imports_it() -> None:
+    """The pipeline reaches the label world only through its entry point, as any world: a
+    module outside `world/label/` that imported it would work for the label world alone."""
+    import ast
+
+    from eval_pipeline.paths import PROJECT_ROOT
+
+    package = PROJECT_ROOT / "eval_pipeline"
+    label = package / "world" / "label"
+    offenders = []
+    for file in sorted(package.rglob("*.py")):
+        if file.is_relative_to(label):
+            continue
+        for node in ast.walk(ast.parse(file.read_bytes())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            if isinstance(node, ast.ImportFrom) and node.module == "eval_pipeline.world":
+                names += [f"eval_pipeline.world.{alias.name}" for alias in node.names]
+            offenders += [
+                f"{file.relative_to(PROJECT_ROOT)}:{node.lineno} imports {name}"
+                for name in names
+                if name == "eval_pipeline.world.label"
+                or name.startswith("eval_pipeline.world.label.")
+            ]
+    assert offenders == []
