@@ -8,6 +8,7 @@ model-call layer and every step as a :class:`TraceEvent`, and end with one
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -311,7 +312,7 @@ async def run_product_lane_case(ctx: CaseContext) -> CaseRun:
             messages.append(_assistant(response))
             for call in calls:
                 tool_calls += 1
-                messages.append(_run_tool(ctx, turn, call))
+                messages.append(await _run_tool(ctx, turn, call))
             continue
         kind = text_turn(text)
         if kind in ("final", "refusal"):
@@ -334,8 +335,10 @@ def _assistant(response: ModelResponse) -> Message:
     return Message(role="assistant", content=response.text or "", tool_calls=response.tool_calls)
 
 
-def _run_tool(ctx: CaseContext, turn: int, call: ToolCall) -> Message:
-    """Read, maybe repair, run and trace one tool call; the result message for the model."""
+async def _run_tool(ctx: CaseContext, turn: int, call: ToolCall) -> Message:
+    """Read, maybe repair, run and trace one tool call; the result message for the model.
+    The tool runs in a worker thread: a world's tools are its own work (a query, the
+    calculator), and the other cases' calls go on while it runs."""
     assert ctx.execute is not None and ctx.read_arguments is not None
     arguments, refused = ctx.read_arguments(call.name, call.arguments)
     repairs: tuple[str, ...] = ()
@@ -366,7 +369,11 @@ def _run_tool(ctx: CaseContext, turn: int, call: ToolCall) -> Message:
         },
         tool=call.name,
     )
-    outcome = refused if refused is not None else ctx.execute(call.name, arguments or {})
+    outcome = (
+        refused
+        if refused is not None
+        else await asyncio.to_thread(ctx.execute, call.name, arguments or {})
+    )
     ctx.trace(
         turn,
         "tool_result",

@@ -4,6 +4,8 @@ artist from it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -43,3 +45,45 @@ def test_every_artists_part_of_the_world_ledgers_equals_the_ledgers_of_their_par
             keys = SORT_KEYS[name]
             got = part[name].sort(keys)
             assert got.equals(expected.select(got.columns).sort(keys)), (artist_id, name)
+
+
+def test_the_calculators_index_holds_each_artists_part_row_for_row() -> None:
+    """`ledgers_by_artist` is `artist_part` for every artist at once: same rows, same order,
+    same columns (an artist with no rows in a ledger gets an empty one)."""
+    from eval_pipeline.world.label.toolbox import ledgers_by_artist
+
+    world = dict(LabelWorld().generate(12, 0.05).tables)
+    whole = compute_truth(world, None)
+    index = ledgers_by_artist(whole, world["contracts"])
+    assert set(index) == set(world["contracts"]["artist_id"].to_list())
+    for artist_id, ledgers in index.items():
+        part = artist_part(whole, world["contracts"], artist_id)
+        for name in ARTIST_LEDGER_TABLES:
+            assert ledgers[name].equals(part[name]), (artist_id, name)
+
+
+def test_the_calculators_ledgers_are_computed_once_a_world_and_read_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first toolbox computes them beside the agent database; the next reads the same
+    frames without running the engine; a folder a killed run left half-written is redone."""
+    from eval_pipeline.world.label import toolbox
+
+    world = dict(LabelWorld().generate(12, 0.05).tables)
+    agent_db = tmp_path / "world-abc" / "world.duckdb"
+    agent_db.parent.mkdir()
+    first = toolbox.calculator_ledgers(agent_db, world)
+    (folder,) = agent_db.parent.glob(f"{toolbox.CALCULATOR_DIR}-*")
+
+    def engine_must_not_run(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the engine ran again")
+
+    monkeypatch.setattr(toolbox, "compute_truth", engine_must_not_run)
+    again = toolbox.calculator_ledgers(agent_db, world)
+    assert set(again) == set(first) == set(ARTIST_LEDGER_TABLES)
+    assert all(again[name].equals(first[name]) for name in first)
+    monkeypatch.undo()
+    (folder / toolbox.DONE).unlink()  # killed before it finished
+    redone = toolbox.calculator_ledgers(agent_db, world)
+    assert all(redone[name].equals(first[name]) for name in first)
+    assert (folder / toolbox.DONE).is_file()

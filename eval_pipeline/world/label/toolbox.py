@@ -17,7 +17,10 @@ royalties and balances, two for net payable and payout amounts).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -35,11 +38,12 @@ from eval_pipeline.lanes.toolbox import (
     tool_error,
     tool_json,
 )
+from eval_pipeline.locks import flocked
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.clauses import percent
 from eval_pipeline.world.label.distributors import PERIODS
-from eval_pipeline.world.label.truth import artist_part, compute_truth
+from eval_pipeline.world.label.truth import ARTIST_LEDGER_KEYS, ARTIST_LEDGER_TABLES, compute_truth
 
 MAX_MATCHES = 20
 
@@ -51,8 +55,9 @@ class LabelToolbox(Toolbox):
         super().__init__(specs or tools.LABEL_TOOLS)
         self.sql = AgentSql(agent_db)
         self._conn = open_agent_world_db(agent_db)
+        self._agent_db = agent_db
         self._world: dict[str, pl.DataFrame] | None = None
-        self._ledgers: dict[str, pl.DataFrame] | None = None
+        self._by_artist: dict[str, dict[str, pl.DataFrame]] | None = None
 
     def close(self) -> None:
         self.sql.close()
@@ -189,24 +194,24 @@ class LabelToolbox(Toolbox):
                 self._world = world
             return self._world
 
-    def _world_ledgers(self) -> dict[str, pl.DataFrame]:
-        """The ledgers of every artist, computed once a toolbox: every rule is local to an
-        artist (see :func:`subset_world`), so one run of the engine over the world answers
-        each artist's calls as a run over that artist's part would, at the cost of about
-        ten such runs (one a call was most of the product lane's time)."""
+    def _ledgers_by_artist(self) -> dict[str, dict[str, pl.DataFrame]]:
+        """Each artist's rows of the calculator's ledgers (:func:`artist_part` of every
+        artist at once), from ledgers computed once a world (:func:`calculator_ledgers`)."""
         world = self._world_tables()
         with self._lock:
-            if self._ledgers is None:
-                self._ledgers = compute_truth(world, None)
-            return self._ledgers
+            if self._by_artist is None:
+                self._by_artist = ledgers_by_artist(
+                    calculator_ledgers(self._agent_db, world), world["contracts"]
+                )
+            return self._by_artist
 
     def _artist_ledgers(self, artist_id: str) -> dict[str, pl.DataFrame]:
-        world = self._world_tables()
-        if world["artists"].filter(pl.col("artist_id") == artist_id).height == 0:
+        by_artist = self._ledgers_by_artist()
+        if artist_id not in by_artist:
             raise ToolNotFoundError(
                 f"no artist {artist_id!r}; find_artist looks artists up by name"
             )
-        return artist_part(self._world_ledgers(), world["contracts"], artist_id)
+        return by_artist[artist_id]
 
     def _calculate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         artist_id, period = str(arguments["artist_id"]), str(arguments["period"])
@@ -257,6 +262,66 @@ class LabelToolbox(Toolbox):
             is_error=False,
             write=record,
         )
+
+
+CALCULATOR_DIR = "calculator"
+"""Beside the agent database (whose folder is the world's): the calculator's ledgers, in a
+folder named for the label world's source version, so an edited engine computes afresh."""
+DONE = "complete"
+
+
+def calculator_ledgers(
+    agent_db: Path, world: Mapping[str, pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """The ledgers the calculator reads (:data:`ARTIST_LEDGER_TABLES`) for the world in
+    `agent_db`, computed once a world and engine version: the first lane run to need them
+    computes them from the world tables (never the answer key) under a lock on the agent
+    database's folder and keeps them beside it; every other run, at once or later, reads
+    them. They are deterministic, and the engine's run was most of a product lane's tools."""
+    from eval_pipeline.source_versions import plugin_source_version
+
+    folder = agent_db.parent / f"{CALCULATOR_DIR}-{plugin_source_version(__name__)}"
+
+    def read() -> dict[str, pl.DataFrame]:
+        return {name: pl.read_parquet(folder / f"{name}.parquet") for name in ARTIST_LEDGER_TABLES}
+
+    if (folder / DONE).is_file():
+        return read()
+    with flocked(agent_db.parent, fcntl.LOCK_EX):
+        if (folder / DONE).is_file():  # another run computed them while this one waited
+            return read()
+        ledgers = compute_truth(world, None)
+        staging = folder.with_name(f".{folder.name}-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for name in ARTIST_LEDGER_TABLES:
+            ledgers[name].write_parquet(staging / f"{name}.parquet")
+        (staging / DONE).write_text("")
+        shutil.rmtree(folder, ignore_errors=True)  # one a killed run left half-written
+        staging.rename(folder)
+        return {name: ledgers[name] for name in ARTIST_LEDGER_TABLES}
+
+
+def ledgers_by_artist(
+    ledgers: Mapping[str, pl.DataFrame], contracts: pl.DataFrame
+) -> dict[str, dict[str, pl.DataFrame]]:
+    """:func:`artist_part` for every artist of `contracts` at once (the same rows, in the
+    same order), so a calculator call looks its artist up instead of filtering the world."""
+    owner = contracts.select("contract_id", pl.col("artist_id").alias("_owner"))
+    artists = contracts["artist_id"].unique(maintain_order=True).to_list()
+    split: dict[str, dict[str, pl.DataFrame]] = {artist: {} for artist in artists}
+    for name, key in ARTIST_LEDGER_KEYS.items():
+        table = ledgers[name]
+        keyed = (
+            table.with_columns(_owner=pl.col("artist_id"))
+            if key == "artist_id"
+            else table.join(owner, on="contract_id", how="left", maintain_order="left")
+        )
+        parts = keyed.partition_by("_owner", as_dict=True, include_key=True, maintain_order=True)
+        for artist in artists:
+            part = parts.get((artist,))
+            split[artist][name] = table.clear() if part is None else part.drop("_owner")
+    return split
 
 
 def _usd6(micro: int) -> str:

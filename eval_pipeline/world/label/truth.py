@@ -522,14 +522,14 @@ def subset_world(
     return part
 
 
-_ARTIST_LEDGER_KEYS = {
+ARTIST_LEDGER_KEYS = {
     "artist_ledger": "artist_id",
     "account_ledger": "artist_id",
     "contract_terms": "contract_id",
     "track_period_royalties": "contract_id",
 }
 """Each ledger the calculator tool reads, by the column that says whose rows they are."""
-ARTIST_LEDGER_TABLES: tuple[str, ...] = tuple(_ARTIST_LEDGER_KEYS)
+ARTIST_LEDGER_TABLES: tuple[str, ...] = tuple(ARTIST_LEDGER_KEYS)
 """The ledgers kept per artist by :func:`artist_part`."""
 
 
@@ -543,7 +543,7 @@ def artist_part(
         "artist_id": pl.col("artist_id") == artist_id,
         "contract_id": pl.col("contract_id").is_in(own),
     }
-    return {name: ledgers[name].filter(whose[key]) for name, key in _ARTIST_LEDGER_KEYS.items()}
+    return {name: ledgers[name].filter(whose[key]) for name, key in ARTIST_LEDGER_KEYS.items()}
 
 
 def _canary(world: Mapping[str, pl.DataFrame], token: str) -> pl.DataFrame:
