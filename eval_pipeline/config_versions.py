@@ -49,11 +49,11 @@ CONFIG_FAMILIES: dict[str, tuple[str, Callable[[], list[Path]]]] = {
     "price_book": ("The price book every cost is computed from.", lambda: [paths.prices_path()]),
     "judge_config": (
         "The judge's config and rubrics (what the scores ask the judge).",
-        lambda: [paths.CONFIGS_DIR / "judge"],
+        lambda: [paths.judge_config().parent],
     ),
     "gate_config": (
         "The ship gate's rules and margins, and the accepted baselines.",
-        lambda: [paths.CONFIGS_DIR / "gate.yaml", paths.baselines_dir()],
+        lambda: [paths.gate_config(), paths.baselines_dir()],
     ),
     "sweep_config": (
         "The sweep: its models, seeds and experiments.",

@@ -52,6 +52,20 @@ def sweep_config() -> Path:
     return Path(override).resolve() if override else CONFIGS_DIR / "sweeps" / "nightly.yaml"
 
 
+def gate_config() -> Path:
+    """The ship gate's candidates and rules: `EVALP_GATE_CONFIG` or `configs/gate.yaml` (a
+    world of your own sets its own, e.g. a core requirement its suite can meet)."""
+    override = os.environ.get("EVALP_GATE_CONFIG")
+    return Path(override).resolve() if override else CONFIGS_DIR / "gate.yaml"
+
+
+def judge_config() -> Path:
+    """The judge's model and rubric (the rubric's path is relative to this file):
+    `EVALP_JUDGE_CONFIG` or `configs/judge/judge.yaml`."""
+    override = os.environ.get("EVALP_JUDGE_CONFIG")
+    return Path(override).resolve() if override else CONFIGS_DIR / "judge" / "judge.yaml"
+
+
 def baselines_dir() -> Path:
     """Accepted ship-gate baselines: `EVALP_BASELINES_DIR` or `configs/baselines`."""
     override = os.environ.get("EVALP_BASELINES_DIR")

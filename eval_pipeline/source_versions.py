@@ -111,8 +111,12 @@ def import_closure(roots: Iterable[str], package_dir: Path = PACKAGE_DIR) -> dic
 
 def source_version(*roots: str, package_dir: Path = PACKAGE_DIR) -> str:
     """SHA-256 (first 16 hex characters) over the names and bytes of `import_closure`."""
+    return _closure_version(import_closure(roots, package_dir))
+
+
+def _closure_version(closure: dict[str, Path]) -> str:
     hasher = hashlib.sha256()
-    for name, file in import_closure(roots, package_dir).items():
+    for name, file in closure.items():
         for part in (name.encode(), file.read_bytes()):
             hasher.update(len(part).to_bytes(8, "little"))
             hasher.update(part)
@@ -150,8 +154,9 @@ def asset_code_version(label: str, adapter_module: str) -> str:
     version of the adapter module that defines it (and so of everything it runs). When what
     it runs finds world plugins, every installed world's versions and source are folded in:
     a world's code is reached through its entry point, not through an import."""
-    version = source_version(adapter_module)
-    if WORLD_REGISTRY in import_closure([adapter_module]):
+    closure = import_closure([adapter_module])
+    version = _closure_version(closure)
+    if WORLD_REGISTRY in closure:
         from eval_pipeline.world import world_code_versions
 
         hasher = hashlib.sha256(version.encode())

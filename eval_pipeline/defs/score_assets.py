@@ -294,7 +294,7 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
             metadata={
                 "passed": passed,
                 "candidates": dg.MetadataValue.json(list(candidates)),
-                "candidates_from": "configs/gate.yaml"
+                "candidates_from": str(paths.gate_config())
                 if config.candidates is not None
                 else "every model with product-lane scores",
                 "verdicts_by_model": dg.MetadataValue.json(

@@ -24,7 +24,6 @@ from pydantic import Field
 from eval_pipeline import paths
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.records import FrozenRecord
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ def _points(value: float) -> Decimal:
 
 
 def load_gate_config(path: Path | None = None) -> GateConfig:
-    return load_yaml_config(GateConfig, path or CONFIGS_DIR / "gate.yaml")
+    return load_yaml_config(GateConfig, path or paths.gate_config())
 
 
 def load_baseline(model: str, directory: Path | None = None) -> Baseline | None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import duckdb
 from pydantic import Field
 
+from eval_pipeline import paths
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.types import Message, ModelRequest
@@ -48,7 +48,7 @@ class Judge(FrozenRecord):
 
 
 def load_judge(path: Path | None = None) -> Judge:
-    path = path or CONFIGS_DIR / "judge" / "judge.yaml"
+    path = path or paths.judge_config()
     config = load_yaml_config(JudgeConfig, path)
     rubric_path = path.parent / config.rubric
     text = rubric_path.read_text(encoding="utf-8")

@@ -126,3 +126,36 @@ def test_a_baseline_from_another_fixture_set_is_not_compared_and_fails_the_rule(
     result = evaluate_gate(product_summary(80), other, CONFIG)
     rule = result.rule(DROP_RULE)
     assert not rule.passed and "fx-older" in rule.detail and "not comparable" in rule.detail
+
+
+def test_a_world_of_your_own_brings_its_gate_and_judge_configs_through_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`EVALP_GATE_CONFIG` and `EVALP_JUDGE_CONFIG` replace the label world's: a five-case
+    suite needs a core requirement it can meet, and an edit to either moves its config
+    family's version (what it decided is stale)."""
+    from eval_pipeline.config_versions import config_version
+    from eval_pipeline.scoring.gate import load_gate_config
+    from eval_pipeline.scoring.judge import load_judge
+
+    shipped_gate, shipped_judge = config_version("gate_config"), config_version("judge_config")
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("candidates: [my-model]\ncore_required: 2\nmax_category_drop: 5.0\n")
+    judge_dir = tmp_path / "judge"
+    judge_dir.mkdir()
+    (judge_dir / "rubric.md").write_text("PASS when the reply answers the question.\n")
+    (judge_dir / "judge.yaml").write_text("model: sim-judge\nrubric: rubric.md\n")
+    monkeypatch.setenv("EVALP_GATE_CONFIG", str(gate))
+    monkeypatch.setenv("EVALP_JUDGE_CONFIG", str(judge_dir / "judge.yaml"))
+    config = load_gate_config()
+    assert (config.candidates, config.core_required) == (("my-model",), 2)
+    assert load_judge().rubric_text == "PASS when the reply answers the question.\n"
+    ours_gate, ours_judge = config_version("gate_config"), config_version("judge_config")
+    assert ours_gate != shipped_gate and ours_judge != shipped_judge
+    gate.write_text("core_required: 3\n")
+    (judge_dir / "rubric.md").write_text("PASS only when the reply cites its source.\n")
+    assert config_version("gate_config") != ours_gate
+    assert config_version("judge_config") != ours_judge
+    monkeypatch.setenv("EVALP_GATE_CONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        load_gate_config()
