@@ -44,7 +44,7 @@ from eval_pipeline.providers.types import (
     actionable,
 )
 from eval_pipeline.scoring.readers import reader_for
-from eval_pipeline.world import get_world_plugin
+from eval_pipeline.world import plugin_of_world
 
 STALL_NUDGE = (
     "Carry on: take the next step yourself, or give your final answer in the format asked."
@@ -229,12 +229,12 @@ def case_request(
 
 def system_prompt(fixture_set: FixtureSet) -> str:
     """The system prompt of the world a fixture set was frozen from."""
-    return get_world_plugin(fixture_set.manifest.world.plugin).system_prompt
+    return plugin_of_world(fixture_set.manifest.world.plugin).system_prompt
 
 
 def open_toolbox(fixture_set: FixtureSet, agent_db: Path) -> Toolbox:
     """The tools of the world a fixture set was frozen from, over its agent database."""
-    return get_world_plugin(fixture_set.manifest.world.plugin).open_toolbox(agent_db)
+    return plugin_of_world(fixture_set.manifest.world.plugin).open_toolbox(agent_db)
 
 
 def opening(case: Case, system: str) -> list[Message]:

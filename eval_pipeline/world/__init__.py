@@ -143,6 +143,18 @@ def get_world_plugin(name: str) -> WorldPlugin:
     return _entry(name).plugin_for(None)
 
 
+def plugin_of_world(name: str) -> WorldPlugin:
+    """The plugin of world `name` as the lanes use it: with the configured world's settings
+    when that is the world (a world whose tools or prompt live in its config needs them),
+    else with its defaults."""
+    from eval_pipeline.paths import default_world_config
+
+    configured = load_world_config(default_world_config())
+    if configured.plugin == name:
+        return plugin_for_config(configured)
+    return get_world_plugin(name)
+
+
 def parse_world_config(data: Any, source: str) -> FrozenRecord:
     """Validate a world config mapping; its ``plugin`` field picks the model."""
     if not isinstance(data, dict):
@@ -195,6 +207,7 @@ __all__ = [
     "ordered_categories",
     "parse_world_config",
     "plugin_for_config",
+    "plugin_of_world",
     "registered_worlds",
     "world_code_versions",
     "world_registration",
