@@ -137,9 +137,17 @@ def plugin_source_version(module: str) -> str:
         )
     else:
         files = [origin]
+    stats = tuple((file, file.stat().st_mtime_ns, file.stat().st_size) for file in files)
+    return _files_version(origin.parent, stats)
+
+
+@cache
+def _files_version(root: Path, stats: tuple[tuple[Path, int, int], ...]) -> str:
+    """`plugin_source_version`, read once per version of the files (every asset whose code
+    finds worlds asks for it at definitions load)."""
     hasher = hashlib.sha256()
-    for file in files:
-        for part in (file.relative_to(origin.parent).as_posix().encode(), file.read_bytes()):
+    for file, _, _ in stats:
+        for part in (file.relative_to(root).as_posix().encode(), file.read_bytes()):
             hasher.update(len(part).to_bytes(8, "little"))
             hasher.update(part)
     return hasher.hexdigest()[:VERSION_CHARS]
