@@ -157,5 +157,5 @@ def test_a_world_of_your_own_brings_its_gate_and_judge_configs_through_the_envir
     assert config_version("gate_config") != ours_gate
     assert config_version("judge_config") != ours_judge
     monkeypatch.setenv("EVALP_GATE_CONFIG", str(tmp_path / "missing.yaml"))
-    with pytest.raises(ConfigError, match="missing.yaml"):
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load_gate_config()
