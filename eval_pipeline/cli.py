@@ -165,18 +165,38 @@ def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelec
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.option(
+    "--world",
+    "world_config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A world of your own (its world YAML; `sweep.yaml`, `gate.yaml`, `models/` … beside "
+    "it replace the shipped ones, and its state goes to var/worlds/<its folder>).",
+)
+def main(world_config: Path | None) -> None:
     """eval_pipeline: reproducible evaluation experiments on LLM agents.
 
     Start with `evalp demo`, which builds the whole pipeline on embedded defaults
     (DuckDB warehouse, local Dagster instance, simulated provider) and says where
-    everything landed.
+    everything landed. `evalp --world examples/arith/world.yaml demo` does the same for
+    your own cases (README, "Evaluate your own cases").
     """
+    if world_config is not None:
+        from eval_pipeline.paths import use_world
+
+        use_world(world_config)
 
 
 @main.command()
 @_subset_options
-def demo(case_patterns: str, categories: str, limit: int | None) -> None:
+@click.option(
+    "--world",
+    "world_config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Run on a world of your own (as `evalp --world PATH demo`).",
+)
+def demo(case_patterns: str, categories: str, limit: int | None, world_config: Path | None) -> None:
     """The whole mission on a local Dagster instance: world, answer key, fixtures,
     calibration, both lanes for every model and seed of the sweep, its registered
     experiments, scores, the gate, MLflow tracking and the report (after cleaning up what a
@@ -188,6 +208,10 @@ def demo(case_patterns: str, categories: str, limit: int | None) -> None:
     from eval_pipeline.mission.display import MissionBar
     from eval_pipeline.mission.runner import run_main_job
 
+    if world_config is not None:
+        from eval_pipeline.paths import use_world
+
+        use_world(world_config)
     selection = _selection(case_patterns, categories, limit)
     bar = MissionBar()
     try:
@@ -1095,13 +1119,14 @@ def fixtures() -> None:
 def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path | None) -> None:
     """Generate the world and its answer key, build the suite and freeze it."""
     from eval_pipeline import world_stages
-    from eval_pipeline.world import build_world, get_world_plugin, load_world_config
+    from eval_pipeline.world import load_world_config, plugin_for_config
 
     config = load_world_config(config_path or paths.default_world_config(), seed=seed)
-    generated = build_world(config)
-    answer_key = get_world_plugin(generated.plugin).answer_key(generated)
+    plugin = plugin_for_config(config)
+    generated = plugin.generate(config.seed, config.scale)
+    answer_key = plugin.answer_key(generated)
     fixture_set = world_stages.freeze_suite(
-        generated, answer_key, out_root or paths.fixtures_root()
+        generated, answer_key, out_root or paths.fixtures_root(), plugin
     )
     manifest = fixture_set.manifest
     click.echo(

@@ -37,10 +37,22 @@ def files_version(locations: Iterable[Path]) -> str:
     return hasher.hexdigest()
 
 
+def world_config_files() -> list[Path]:
+    """The world config and the data files it names (`data_files()` of its config model,
+    where the world has one): an edited case file makes the world stale like its config."""
+    from eval_pipeline.world import load_world_config
+
+    config_path = paths.default_world_config()
+    config = load_world_config(config_path)
+    data_files = getattr(config, "data_files", None)
+    return [config_path, *(data_files() if callable(data_files) else [])]
+
+
 CONFIG_FAMILIES: dict[str, tuple[str, Callable[[], list[Path]]]] = {
     "world_config": (
-        "The world config the main job builds (seed, scale, currencies).",
-        lambda: [paths.default_world_config()],
+        "The world config the main job builds (seed, scale, currencies), and the files a "
+        "world made of data reads (a dataset world's cases and tools).",
+        lambda: world_config_files(),
     ),
     "model_configs": (
         "Every model config (provider, wire format, limits, sim profile).",

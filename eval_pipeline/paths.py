@@ -156,3 +156,39 @@ def prepared_dagster_home() -> Path:
     except OSError as error:  # a read-only or full var/: named, not a traceback
         raise state_os_error(error, error.filename or home) from error
     return home
+
+
+WORLD_FOLDER_FILES: dict[str, str] = {
+    "EVALP_SWEEP_CONFIG": "sweep.yaml",
+    "EVALP_GATE_CONFIG": "gate.yaml",
+    "EVALP_JUDGE_CONFIG": "judge.yaml",
+    "EVALP_MODELS_DIR": "models",
+    "EVALP_PRICES": "prices.yaml",
+    "EVALP_BASELINES_DIR": "baselines",
+}
+"""What a world's folder may hold beside its world config, and the setting each becomes."""
+
+
+def use_world(config: Path) -> dict[str, str]:
+    """Point this process (and the runs it starts) at a world of your own: `config` is its
+    world YAML; a `sweep.yaml`, `gate.yaml`, `judge.yaml`, `models/`, `prices.yaml` or
+    `baselines/` beside it replaces the shipped one; its working state goes to
+    `var/worlds/<its folder>` (or `EVALP_HOME`) and its fixture sets to `fixtures/` in
+    there. A setting already in the environment wins. Returns the settings made (called once, at the
+    command's start, before anything reads them)."""
+    config = config.resolve()
+    if not config.is_file():
+        from eval_pipeline.errors import ConfigError
+
+        raise ConfigError(f"--world: no world config at {config}")
+    folder = config.parent
+    chosen = {"EVALP_WORLD_CONFIG": str(config)}
+    for setting, name in WORLD_FOLDER_FILES.items():
+        if (folder / name).exists():
+            chosen[setting] = str(folder / name)
+    home = Path(os.environ.get("EVALP_HOME", PROJECT_ROOT / "var" / "worlds" / folder.name))
+    chosen["EVALP_HOME"] = str(home.resolve())
+    chosen["EVALP_FIXTURES_ROOT"] = str(home / "fixtures")
+    made = {key: value for key, value in chosen.items() if key not in os.environ}
+    os.environ.update(made)
+    return made

@@ -32,8 +32,8 @@ from eval_pipeline.warehouse import (
     read_value,
     write_tables,
 )
-from eval_pipeline.world import get_world_plugin
-from eval_pipeline.world.base import AnswerKey, GeneratedWorld
+from eval_pipeline.world import plugin_of_world
+from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
 
 FIXTURE_SETS_TABLE = "fixture_sets"
 ANSWER_KEY_INFO_TABLE = "answer_key_info"
@@ -67,7 +67,7 @@ def store_world(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> World
 def load_world(conn: duckdb.DuckDBPyConnection) -> GeneratedWorld:
     """Read the world back from the warehouse, refusing one whose tables no longer match."""
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
-    plugin = get_world_plugin(info["plugin"])
+    plugin = plugin_of_world(info["plugin"])
     tables = read_schema(conn, WORLD_SCHEMA, keep_codes=True)
     world = plugin.world_from_tables(info["seed"], info["scale"], tables)
     if world.fingerprint != info["fingerprint"]:
@@ -88,7 +88,7 @@ def store_answer_key(conn: duckdb.DuckDBPyConnection, answer_key: AnswerKey) -> 
 def load_answer_key(conn: duckdb.DuckDBPyConnection, world: GeneratedWorld) -> AnswerKey:
     """Read the answer key for `world`, refusing truth tables that changed since written."""
     recorded = str(read_value(conn, META_SCHEMA, ANSWER_KEY_INFO_TABLE, "fingerprint"))
-    plugin = get_world_plugin(world.plugin)
+    plugin = plugin_of_world(world.plugin)
     answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
     if answer_key.fingerprint != recorded:
         raise WarehouseError(
@@ -113,7 +113,7 @@ class _Ahead:
 
     def __init__(self, world: GeneratedWorld) -> None:
         self.world = world
-        plugin = get_world_plugin(world.plugin)
+        plugin = plugin_of_world(world.plugin)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="world-ahead")
         self.answer_key: Future[AnswerKey] = self._executor.submit(plugin.answer_key, world)
         self.cases: Future[list[Case]] = self._executor.submit(
@@ -196,7 +196,7 @@ class WorldHandOff:
         ahead = self._ahead_for(world)
         if ahead is not None:
             return ahead.answer_key.result()
-        return get_world_plugin(world.plugin).answer_key(world)
+        return plugin_of_world(world.plugin).answer_key(world)
 
     def built_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """The suite of ``world`` and ``answer_key``: computed ahead on these very two, or
@@ -205,7 +205,7 @@ class WorldHandOff:
         cases = ahead.cases_for(answer_key) if ahead is not None else None
         if cases is not None:
             return cases.result()
-        return get_world_plugin(world.plugin).build_suite(world, answer_key)
+        return plugin_of_world(world.plugin).build_suite(world, answer_key)
 
 
 def world_stage(
@@ -265,17 +265,25 @@ def world_provenance(world: GeneratedWorld, answer_key: AnswerKey) -> WorldProve
     )
 
 
-def freeze_suite(world: GeneratedWorld, answer_key: AnswerKey, root: Path) -> FixtureSet:
-    """Build the plugin's suite on this world and freeze it under `root`."""
-    cases = get_world_plugin(world.plugin).build_suite(world, answer_key)
-    return freeze_cases(cases, world, answer_key, root)
+def freeze_suite(
+    world: GeneratedWorld, answer_key: AnswerKey, root: Path, plugin: WorldPlugin | None = None
+) -> FixtureSet:
+    """Build the plugin's suite on this world and freeze it under `root` (`plugin`: the
+    world's plugin with the settings it was built with; default: the configured world's)."""
+    plugin = plugin or plugin_of_world(world.plugin)
+    cases = plugin.build_suite(world, answer_key)
+    return freeze_cases(cases, world, answer_key, root, plugin)
 
 
 def freeze_cases(
-    cases: list[Case], world: GeneratedWorld, answer_key: AnswerKey, root: Path
+    cases: list[Case],
+    world: GeneratedWorld,
+    answer_key: AnswerKey,
+    root: Path,
+    plugin: WorldPlugin | None = None,
 ) -> FixtureSet:
     """Freeze a suite built on this world and answer key under `root`."""
-    plugin = get_world_plugin(world.plugin)
+    plugin = plugin or plugin_of_world(world.plugin)
     return freeze_fixtures(
         cases, world_provenance(world, answer_key), plugin.suite_version, root, plugin.tool_specs()
     )
@@ -344,7 +352,7 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
     """
     fixture_set = load_fixtures(recorded_fixture_path(conn))
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
-    plugin = get_world_plugin(info["plugin"])
+    plugin = plugin_of_world(info["plugin"])
     world = plugin.world_from_tables(
         info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA, keep_codes=True)
     )

@@ -173,6 +173,11 @@ def load_world_config(path: Path, *, seed: int | None = None, scale: float | Non
     file and field). Returns the plugin's config model, e.g. ``LabelWorldConfig``."""
     data = read_yaml(path)
     if isinstance(data, dict):
+        name = data.get("plugin")
+        model = _entry(name).config_model() if isinstance(name, str) else None
+        if model is not None and "config_dir" in model.model_fields:
+            # A world made of files names them relative to its config.
+            data.setdefault("config_dir", str(path.resolve().parent))
         if seed is not None:
             data["seed"] = seed
         if scale is not None:

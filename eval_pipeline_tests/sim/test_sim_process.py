@@ -164,8 +164,10 @@ def test_unknown_variant_is_404_and_a_crashing_profile_is_a_marked_500_counted_a
         "judge",
         "planted",
         "sim-hesitant",
+        "sim-no-tools",
         "sim-small",
         "sim-strong",
+        "sim-tool-user",
         "test-echo",
         "tool-responder",
     ]

@@ -143,9 +143,9 @@ def test_config_errors_name_the_field() -> None:
         label_config(1, 1.0, ("EUR",))
     with pytest.raises(ConfigError, match="seed"):
         label_config(-3, 1.0)
-    with pytest.raises(ConfigError, match=r"unknown world plugin 'music'; known: label"):
+    with pytest.raises(ConfigError, match=r"unknown world plugin 'music'; known: dataset, label"):
         get_world_plugin("music")
-    assert known_world_plugins() == ("label",)
+    assert known_world_plugins() == ("dataset", "label")
 
 
 def test_world_config_files(tmp_path: Path) -> None:
