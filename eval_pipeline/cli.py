@@ -139,6 +139,7 @@ def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelec
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
     from eval_pipeline.lanes.subset import RESULT_FILE, run_subset, subset_root
+    from eval_pipeline.lanes.sweep import load_sweep_config
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.scoring.score import UNHEARD
@@ -156,6 +157,7 @@ def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelec
         configs=configs,
         judge=judge,
         guards=guards_from_env(GuardSettings()),
+        product=load_sweep_config().product,
     )
     click.echo(result.text())
     click.echo(f"\nrecords and result: {subset_root(result.run_id) / RESULT_FILE}")

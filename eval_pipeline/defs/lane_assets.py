@@ -119,7 +119,9 @@ def _run_lanes(
                 run_id=run_id,
                 fixture_path=fixture_path,
                 agent_db=agent_db,
-                settings=LaneSettings(lane=lane, guards=guards),
+                settings=LaneSettings(
+                    lane=lane, guards=guards, product=load_sweep_config().product
+                ),
             )
             requests.append((request, session))
         outcomes = execute_partitions(requests, config, paths.lanes_dir())

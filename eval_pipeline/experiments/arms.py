@@ -78,7 +78,7 @@ def run_arm(
     settings = spec.arms()[arm]
     folder = (root or experiment_root(spec.id)) / arm
     config = arm_config(settings, configs)
-    lane = LaneSettings(lane=settings.lane, guards=settings.guards)
+    lane = LaneSettings(lane=settings.lane, guards=settings.guards, product=settings.product)
     scored = run_and_score_in_session(
         [(arm, config, lane)],
         seeds=settings.seeds,
@@ -123,7 +123,13 @@ def run_arms_on_subset(
     scores: dict[str, list[CaseScore]] = {}
     for name, arm in spec.arms().items():  # a session each, as `run_arm`: an arm's address
         scored = run_and_score_in_session(
-            [(name, arm_config(arm, configs), LaneSettings(lane=arm.lane, guards=arm.guards))],
+            [
+                (
+                    name,
+                    arm_config(arm, configs),
+                    LaneSettings(lane=arm.lane, guards=arm.guards, product=arm.product),
+                )
+            ],
             seeds=arm.seeds,
             fixture_set=fixture_set,
             agent_db=agent_db,
@@ -168,7 +174,7 @@ def rescore_arm(
     settings = spec.arms()[arm]
     folder = (root or experiment_root(spec.id)) / arm
     config = arm_config(settings, configs)
-    lane = LaneSettings(lane=settings.lane, guards=settings.guards)
+    lane = LaneSettings(lane=settings.lane, guards=settings.guards, product=settings.product)
     scored = rescore_stored_configuration(
         (arm, config, lane), seeds=settings.seeds, fixture_set=fixture_set, root=folder, judge=judge
     )

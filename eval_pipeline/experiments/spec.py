@@ -23,6 +23,7 @@ from eval_pipeline.errors import ConfigError
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.records import FrozenRecord
 
@@ -53,6 +54,12 @@ class ArmSpec(FrozenRecord):
     """Another address for the same model (a deployed system); None: the config's own."""
     lane: Lane
     guards: GuardSettings = Field(default_factory=GuardSettings)
+    product: ProductSpec = Field(
+        default_factory=ProductSpec, exclude_if=lambda product: product.is_default
+    )
+    """What the product lane runs in this arm (the built-in agent loop unless named: a
+    local loop against a deployed endpoint is two arms); left out of the registered
+    material when it is the default, so specs registered before products keep their hash."""
     seeds: tuple[int, ...] = Field(min_length=1)
 
     @field_validator("seeds")

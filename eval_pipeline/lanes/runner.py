@@ -18,7 +18,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from decimal import Decimal
 from pathlib import Path
 
@@ -42,13 +42,12 @@ from eval_pipeline.lanes.conversation import (
     CaseContext,
     open_toolbox,
     run_model_lane_case,
-    run_product_lane_case,
     system_prompt,
 )
 from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
-from eval_pipeline.lanes.toolbox import Toolbox
 from eval_pipeline.paths import var_dir
+from eval_pipeline.products import ProductSpec, ProductTools, WorldTools, product_for
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.types import ToolSpec
@@ -71,10 +70,13 @@ class LaneSettings(FrozenRecord):
     guards: GuardSettings = Field(default_factory=GuardSettings)
     max_tokens: int = Field(default=MAX_TOKENS, gt=0)
     concurrency: int = Field(default=16, ge=1)
+    product: ProductSpec = Field(default_factory=ProductSpec)
+    """What the product lane runs (`eval_pipeline.products`; the model lane runs none)."""
 
     def identity(self, config: ModelConfig, fixture_id: str) -> str:
-        """What a kept result must share with a new run: lane, guards, limits, the model
-        config and the fixture set (concurrency changes nothing and is left out)."""
+        """What a kept result must share with a new run: lane, guards, product, limits, the
+        model config and the fixture set (concurrency changes nothing and is left out; the
+        built-in agent loop adds nothing, so results from before products keep theirs)."""
         material = {
             "lane": self.lane,
             "guards": self.guards.model_dump(mode="json") if self.lane == "product" else None,
@@ -82,6 +84,8 @@ class LaneSettings(FrozenRecord):
             "model": config.model_dump(mode="json", exclude=NOT_IN_IDENTITY),
             "fixture_id": fixture_id,
         }
+        if self.lane == "product" and not self.product.is_default:
+            material["product"] = self.product.model_dump(mode="json")
         digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
         return digest[:20]
 
@@ -184,13 +188,14 @@ async def run_partition(
     fixture_set: FixtureSet,
     session: CallSession,
     settings: LaneSettings,
-    toolbox: Toolbox | None,
+    product_tools: ProductTools | None,
     folder: Path,
     cases: Sequence[Case] | None = None,
     progress: Progress | None = None,
 ) -> LaneRunSummary:
     """Run (or heal) one partition: every case not yet completed under the same identity
-    (counted on `progress` when given, else on a bar of its own)."""
+    (counted on `progress` when given, else on a bar of its own). The product lane runs the
+    settings' product with `product_tools` (what `open_product_tools` opened)."""
     identity = settings.identity(config, fixture_set.fixture_id)
     chosen = list(cases if cases is not None else fixture_set.cases)
     previous = latest_runs(folder, identity)
@@ -199,7 +204,13 @@ async def run_partition(
         for c in chosen
         if c.case_id not in previous or previous[c.case_id].status in RERUN_STATUSES
     ]
-    tools = tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
+    product = product_for(settings.product) if lane == "product" else None
+    toolbox = product_tools.toolbox if product_tools is not None else None
+    tools = (
+        product_tools.specs
+        if product_tools is not None
+        else tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools)
+    )
     system = system_prompt(fixture_set)
     client = session.client(config)
     limit = asyncio.Semaphore(settings.concurrency)
@@ -232,8 +243,8 @@ async def run_partition(
             )
             async with limit:
                 run = await (
-                    run_product_lane_case(context)
-                    if lane == "product"
+                    product.run_case(context)
+                    if product is not None
                     else run_model_lane_case(context)
                 )
             case_journal.append(run)
@@ -301,6 +312,18 @@ def summarize_runs(
     )
 
 
+def open_product_tools(
+    settings: LaneSettings, fixture_set: FixtureSet, agent_db: Path
+) -> AbstractContextManager[ProductTools]:
+    """The tools the settings' product offers for one product-lane run: the world's (over
+    its agent database, opened only when the product uses them) or its own."""
+    world = WorldTools(
+        specs=tuple(ToolSpec.model_validate(tool) for tool in fixture_set.tools),
+        open=lambda: open_toolbox(fixture_set, agent_db),
+    )
+    return product_for(settings.product).open_tools(world)
+
+
 class PartitionRequest(FrozenRecord):
     """Everything one lane partition run needs, as the Dagster asset hands it over."""
 
@@ -333,8 +356,10 @@ def execute_partitions(
         folder = partition_dir(request.lane, request.model, request.seed, lanes_root)
         async with session:
             with ExitStack() as stack:
-                toolbox = (
-                    stack.enter_context(open_toolbox(fixture_set, Path(request.agent_db)))
+                product_tools = (
+                    stack.enter_context(
+                        open_product_tools(request.settings, fixture_set, Path(request.agent_db))
+                    )
                     if request.lane == "product"
                     else None
                 )
@@ -345,7 +370,7 @@ def execute_partitions(
                     fixture_set=fixture_set,
                     session=session,
                     settings=request.settings,
-                    toolbox=toolbox,
+                    product_tools=product_tools,
                     folder=folder,
                     progress=progress,
                 )

@@ -28,6 +28,7 @@ from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
+from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
@@ -206,6 +207,7 @@ def run_subset(
     judge: Judge,
     guards: GuardSettings,
     lanes: Sequence[Lane] = LANES,
+    product: ProductSpec | None = None,
 ) -> SubsetResult:
     """Both lanes for every model and seed on the selected cases, scored; the result is
     written beside the run's records once every configuration has run."""
@@ -214,7 +216,11 @@ def run_subset(
     run_id = new_run_id(started)
     root = subset_root(run_id)
     configurations = [
-        (f"{lane}-{name}", configs[name], LaneSettings(lane=lane, guards=guards))
+        (
+            f"{lane}-{name}",
+            configs[name],
+            LaneSettings(lane=lane, guards=guards, product=product or ProductSpec()),
+        )
         for name in models
         for lane in lanes
     ]

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.lanes.records import Lane
 from eval_pipeline.paths import sweep_config
+from eval_pipeline.products import ProductSpec
 from eval_pipeline.records import FrozenRecord
 
 
@@ -24,6 +25,9 @@ class SweepConfig(FrozenRecord):
     experiments: tuple[str, ...] = ()
     """Pre-registered experiments (ids in configs/experiments) the main job runs after the
     lanes and before the report; the schedule runs only the lanes."""
+    product: ProductSpec = Field(default_factory=ProductSpec)
+    """What the product lane runs (`plugin: agent-loop`, the default; `mcp` over an MCP
+    server's tools; `http` for a deployed endpoint), with its `options`."""
     compare_against: str | None = None
     """A model of the sweep every other is compared with in the headline; unset, every
     pair is compared (each model against the leader beyond a handful of models)."""

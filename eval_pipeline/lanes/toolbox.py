@@ -10,6 +10,7 @@ its tools over the world-only agent database; the label world's is
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -125,6 +126,28 @@ class Toolbox:
         except ToolNotFoundError as missing:
             outcome = tool_error(name, arguments, "not_found", str(missing))
         return outcome.model_copy(update={"elapsed_ms": (time.perf_counter() - started) * 1000})
+
+    def dry_run(
+        self, name: str, arguments: dict[str, Any], reply: dict[str, Any] | None = None
+    ) -> ToolOutcome:
+        """A write tool's call kept in the dry-run sink and answered with a synthetic
+        success: `reply` (its text values with `{request_id}` filled in) or a request id
+        and `accepted`. Nothing is sent anywhere."""
+        digest = hashlib.sha256(tool_json([name, arguments]).encode()).hexdigest()[:12]
+        request_id = f"DRYRUN-{digest}"
+        record = {"tool": name, "request_id": request_id, **arguments}
+        self.record_write(record)
+        body = (
+            {"request_id": request_id, "status": "accepted"}
+            if reply is None
+            else {
+                key: value.replace("{request_id}", request_id) if isinstance(value, str) else value
+                for key, value in reply.items()
+            }
+        )
+        return ToolOutcome(
+            name=name, arguments=arguments, text=tool_json(body), is_error=False, write=record
+        )
 
     def record_write(self, record: dict[str, Any]) -> None:
         """Keep a write tool's request in the dry-run sink (nothing changes in the world)."""

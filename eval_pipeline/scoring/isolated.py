@@ -12,20 +12,22 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import read_records
-from eval_pipeline.lanes.conversation import open_toolbox
 from eval_pipeline.lanes.records import CaseRun, TraceEvent
 from eval_pipeline.lanes.runner import (
     TRACES_JOURNAL,
     LaneSettings,
     latest_runs,
+    open_product_tools,
     partition_dir,
     run_partition,
 )
+from eval_pipeline.products import ProductTools
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.scoring.grading import judged_replies
@@ -112,8 +114,21 @@ async def run_and_score(
     kept under `root` (`rescore_stored_configuration` reads them)."""
     cases = {case.case_id: case for case in (fixture_set.cases if only is None else only)}
     runs: dict[str, list[tuple[CaseRun, list[TraceEvent]]]] = {}
-    with open_toolbox(fixture_set, agent_db) as toolbox:
+    with ExitStack() as stack:
+        opened: dict[str, ProductTools] = {}  # one set of tools a product, for every arm
+
+        def tools_for(settings: LaneSettings) -> ProductTools | None:
+            if settings.lane != "product":
+                return None
+            key = settings.product.model_dump_json()
+            if key not in opened:
+                opened[key] = stack.enter_context(
+                    open_product_tools(settings, fixture_set, agent_db)
+                )
+            return opened[key]
+
         for name, config, settings in configurations:
+            product_tools = tools_for(settings)
             for seed in seeds:
                 folder = partition_dir(settings.lane, config.name, seed, root / folder_name(name))
                 await run_partition(
@@ -123,7 +138,7 @@ async def run_and_score(
                     fixture_set=fixture_set,
                     session=session,
                     settings=settings,
-                    toolbox=toolbox if settings.lane == "product" else None,
+                    product_tools=product_tools,
                     folder=folder,
                     cases=list(cases.values()),
                 )

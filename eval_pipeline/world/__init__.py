@@ -8,16 +8,16 @@ config model) and ``build_world(config)`` generates the world it describes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.case import CATEGORY_NAME
+from eval_pipeline.plugins import entry_points_of, load_registration
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
 
@@ -61,17 +61,8 @@ class WorldRegistration:
             )
 
 
-@functools.cache
 def _entry_points() -> dict[str, EntryPoint]:
-    found: dict[str, EntryPoint] = {}
-    for point in entry_points(group=WORLDS_GROUP):
-        if point.name in found and found[point.name].value != point.value:
-            raise ConfigError(
-                f"world plugin {point.name!r} is registered twice ({found[point.name].value} "
-                f"and {point.value}): uninstall one"
-            )
-        found[point.name] = point
-    return found
+    return entry_points_of(WORLDS_GROUP, "world plugin")
 
 
 def known_world_plugins() -> tuple[str, ...]:
@@ -79,29 +70,10 @@ def known_world_plugins() -> tuple[str, ...]:
     return tuple(sorted(_entry_points()))
 
 
-@functools.cache
 def _entry(name: str) -> WorldRegistration:
-    point = _entry_points().get(name)
-    if point is None:
-        known = ", ".join(known_world_plugins())
-        raise ConfigError(
-            f"unknown world plugin {name!r}; known: {known}"
-            if known
-            else f"unknown world plugin {name!r}: no {WORLDS_GROUP} entry point is installed "
-            "(is eval_pipeline installed? `./dev setup`)"
-        )
-    try:
-        registration = point.load()
-    except Exception as error:  # a plugin's import error, whatever it is, is one line here
-        raise ConfigError(
-            f"world plugin {name!r} ({point.value}) cannot be loaded: "
-            f"{type(error).__name__}: {error}"
-        ) from error
-    if not isinstance(registration, WorldRegistration):
-        raise ConfigError(
-            f"world plugin {name!r} ({point.value}) names a {type(registration).__name__}, "
-            "not an eval_pipeline.world.WorldRegistration"
-        )
+    registration: WorldRegistration = load_registration(
+        WORLDS_GROUP, name, WorldRegistration, "world plugin"
+    )
     return registration
 
 

@@ -29,7 +29,12 @@ from aiohttp import web
 
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.records import Lane
-from eval_pipeline.lanes.runner import LaneSettings, partition_dir, run_partition
+from eval_pipeline.lanes.runner import (
+    LaneSettings,
+    open_product_tools,
+    partition_dir,
+    run_partition,
+)
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
@@ -38,7 +43,6 @@ from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.scoring.grading import Partition, grade_partition, judge_asker
 from eval_pipeline.scoring.judge import JUDGE_LANE, VERDICTS, load_judge
 from eval_pipeline.warehouse import connect
-from eval_pipeline.world.label.toolbox import LabelToolbox
 
 KEYS = {
     "EVALP_TEST_ECHO_KEY_OPENAI": "sk-evalp-ECHO-openai-a1b2c3d4e5/f6+g7h8",
@@ -287,7 +291,9 @@ def test_an_echoed_key_reaches_no_lane_record_judge_call_nor_warehouse_table(
             session_for(
                 configs, run_id=run_id, journal=runs_root / run_id / JOURNAL_NAME
             ) as session,
-            LabelToolbox(agent_db) as toolbox,
+            open_product_tools(
+                LaneSettings(lane="product"), small_fixture_set, agent_db
+            ) as product_tools,
         ):
 
             async def sweep() -> None:
@@ -303,7 +309,7 @@ def test_an_echoed_key_reaches_no_lane_record_judge_call_nor_warehouse_table(
                                 fixture_set=small_fixture_set,
                                 session=session,
                                 settings=LaneSettings(lane=lane),
-                                toolbox=toolbox if lane == "product" else None,
+                                product_tools=product_tools if lane == "product" else None,
                                 folder=folder,
                                 cases=cases,
                             )

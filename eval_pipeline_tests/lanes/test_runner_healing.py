@@ -91,7 +91,7 @@ async def one_run(
             fixture_set=fixture_set,
             session=session,
             settings=LaneSettings(lane="model"),
-            toolbox=None,
+            product_tools=None,
             folder=partition_dir("model", "relay", 0, root / "lanes"),
             cases=cases,
         )

@@ -63,7 +63,7 @@ def test_a_planted_key_reaches_neither_the_mlflow_store_nor_its_artifacts(
                     fixture_set=small_fixture_set,
                     session=session,
                     settings=LaneSettings(lane="model"),
-                    toolbox=None,
+                    product_tools=None,
                     folder=folder,
                     cases=cases,
                 )

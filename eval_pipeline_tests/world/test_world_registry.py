@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline import world
+from eval_pipeline import plugins, world
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.frozen import FixtureManifest
 from eval_pipeline.records import FrozenRecord
@@ -99,12 +99,12 @@ def _distribution(root: Path, name: str, module: str, points: dict[str, str]) ->
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.syspath_prepend(str(tmp_path))
-    world._entry_points.cache_clear()
-    world._entry.cache_clear()
+    plugins.entry_points_of.cache_clear()
+    plugins.load_registration.cache_clear()
     yield tmp_path
     sys.modules.pop("twin_world", None)
-    world._entry_points.cache_clear()
-    world._entry.cache_clear()
+    plugins.entry_points_of.cache_clear()
+    plugins.load_registration.cache_clear()
 
 
 def test_the_built_in_label_world_is_an_entry_point() -> None:
@@ -180,7 +180,7 @@ def test_a_broken_or_clashing_registration_is_one_line_naming_it(installed: Path
     with pytest.raises(ConfigError, match=r"world plugin 'label' is registered twice"):
         known_world_plugins()
     (installed / "other_label-0.1.dist-info" / "entry_points.txt").write_text("")
-    world._entry_points.cache_clear()
+    plugins.entry_points_of.cache_clear()
     with pytest.raises(
         ConfigError, match=r"'wrong' \(twin_world:not_a_registration\) names a int, not an"
     ):
@@ -223,30 +223,15 @@ def test_a_registration_with_categories_that_are_not_distinct_names_is_refused(
 def test_nothing_outside_the_label_world_imports_it() -> None:
     """The pipeline reaches the label world only through its entry point, as any world: a
     module outside `world/label/` that imported it would work for the label world alone."""
-    import ast
 
-    from eval_pipeline.paths import PROJECT_ROOT
+    from eval_pipeline_tests.imports import PACKAGE, package_imports, within
 
-    package = PROJECT_ROOT / "eval_pipeline"
-    label = package / "world" / "label"
-    offenders = []
-    for file in sorted(package.rglob("*.py")):
-        if file.is_relative_to(label):
-            continue
-        for node in ast.walk(ast.parse(file.read_bytes())):
-            names = (
-                [alias.name for alias in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and node.level == 0
-                else []
-            )
-            if isinstance(node, ast.ImportFrom) and node.module == "eval_pipeline.world":
-                names += [f"eval_pipeline.world.{alias.name}" for alias in node.names]
-            offenders += [
-                f"{file.relative_to(PROJECT_ROOT)}:{node.lineno} imports {name}"
-                for name in names
-                if name == "eval_pipeline.world.label"
-                or name.startswith("eval_pipeline.world.label.")
-            ]
+    label = PACKAGE / "world" / "label"
+    offenders = [
+        str(found)
+        for found in package_imports()
+        if not found.file.is_relative_to(label)
+        and within(found.module, "eval_pipeline.world.label")
+        and within(found.module, "eval_pipeline.world.label")
+    ]
     assert offenders == []

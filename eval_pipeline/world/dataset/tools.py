@@ -194,15 +194,7 @@ class DatasetToolbox(Toolbox):
     def dispatch(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         tool = self._tools[name]
         if tool.write:
-            request_id = (
-                "DRYRUN-" + hashlib.sha256(tool_json([name, arguments]).encode()).hexdigest()[:12]
-            )
-            record = {"tool": name, "request_id": request_id, **arguments}
-            self.record_write(record)
-            body = {"request_id": request_id, "status": "accepted"}
-            return ToolOutcome(
-                name=name, arguments=arguments, text=tool_json(body), is_error=False, write=record
-            )
+            return self.dry_run(name, arguments)
         try:
             result = tool.function(**arguments)
         except Exception as error:  # noqa: BLE001 (the tool's failure is the model's to read, and is traced)
