@@ -39,8 +39,8 @@ def main() -> int:
 
     from eval_pipeline import world_stages
     from eval_pipeline.journal import read_records
+    from eval_pipeline.lane_records import TraceEvent
     from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.lanes.records import TraceEvent
     from eval_pipeline.lanes.runner import (
         TRACES_JOURNAL,
         LaneSettings,

@@ -34,7 +34,7 @@ from pathlib import Path
 import duckdb
 from make_envelopes import DEFAULT_N, bench_cases_for, generate
 
-from eval_pipeline.lanes.store import CASE_RUNS
+from eval_pipeline.lane_records import CASE_RUNS
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
 from eval_pipeline.providers.envelope_store import TABLE
 from eval_pipeline.scoring.relabel import RELABELLED_LANES, RelabelReport, relabel_envelopes

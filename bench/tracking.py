@@ -35,13 +35,13 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
 
     from eval_pipeline import world_stages
+    from eval_pipeline.experiments.isolated import run_and_score
     from eval_pipeline.journal import read_records
+    from eval_pipeline.lane_records import LaneIdentity
     from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.lanes.records import LaneIdentity
     from eval_pipeline.lanes.runner import IDENTITIES_JOURNAL, LaneSettings
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.sessions import session_for
-    from eval_pipeline.scoring.isolated import run_and_score
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.tracking.provenance import code_version
     from eval_pipeline.tracking.store import TrackingStore, open_client

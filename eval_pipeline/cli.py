@@ -16,8 +16,8 @@ from eval_pipeline.errors import EvalPipelineError
 if TYPE_CHECKING:
     from eval_pipeline.experiments.registry import Registration
     from eval_pipeline.experiments.spec import ExperimentSpec
+    from eval_pipeline.experiments.subset import CaseSelection
     from eval_pipeline.fixtures.frozen import FixtureSet
-    from eval_pipeline.lanes.subset import CaseSelection
     from eval_pipeline.mission.runner import JobOutcome
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.scoring.compare import StoredComparison
@@ -100,7 +100,7 @@ def _world_options(command: Callable[P, R]) -> Callable[P, R]:
 
 def _subset_options(command: Callable[P, R]) -> Callable[P, R]:
     """--cases, --categories and --limit: a quick run on a subset of the cases, in a folder
-    of its own and never published as the suite (`eval_pipeline.lanes.subset`)."""
+    of its own and never published as the suite (`eval_pipeline.experiments.subset`)."""
     command = click.option(
         "--limit",
         type=click.IntRange(min=1),
@@ -120,7 +120,7 @@ def _subset_options(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def _selection(case_patterns: str, categories: str, limit: int | None) -> CaseSelection:
-    from eval_pipeline.lanes.subset import CaseSelection, parse_case_option
+    from eval_pipeline.experiments.subset import CaseSelection, parse_case_option
 
     patterns, count = parse_case_option(case_patterns) if case_patterns else ((), None)
     if count is not None and limit is not None:
@@ -136,9 +136,9 @@ def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelec
     """A quick run of both lanes on the selected cases, printed; exits 1 when a case got no
     usable reply (‡)."""
     from eval_pipeline import world_stages
+    from eval_pipeline.experiments.subset import RESULT_FILE, run_subset, subset_root
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
-    from eval_pipeline.lanes.subset import RESULT_FILE, run_subset, subset_root
     from eval_pipeline.lanes.sweep import load_sweep_config
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
@@ -439,7 +439,7 @@ def publish(readme: Path) -> None:
 def ablation(model_name: str, seeds: str) -> None:
     """The product lane with each guard off in turn, beside the model lane, per category,
     over the world and fixture set the main job built (run `evalp demo` first)."""
-    from eval_pipeline.lanes.ablation import ablation_from_warehouse
+    from eval_pipeline.experiments.ablation import ablation_from_warehouse
 
     seed_list = _seed_list(seeds)
     matrix = ablation_from_warehouse(model_name, seed_list)
@@ -914,8 +914,8 @@ def _run_experiment_subset(
 
     from eval_pipeline.experiments.arms import run_arms_on_subset
     from eval_pipeline.experiments.parity import parity_report, report_markdown
+    from eval_pipeline.experiments.subset import new_run_id, subset_banner, subset_root
     from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.lanes.subset import new_run_id, subset_banner, subset_root
     from eval_pipeline.providers.sessions import SIMULATED
     from eval_pipeline.scoring.gate import load_gate_config
 
@@ -980,7 +980,7 @@ def sweep(
     With --cases, --categories or --limit: a quick run of both lanes on those cases only, in
     a folder of its own (var/subsets/), printed and never published as the suite."""
     from eval_pipeline import world_stages
-    from eval_pipeline.lanes.sweep_plan import plan_sweep
+    from eval_pipeline.experiments.sweep_plan import plan_sweep
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.harness import utc_today
     from eval_pipeline.providers.prices import load_price_book

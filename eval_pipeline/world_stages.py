@@ -282,7 +282,12 @@ def freeze_cases(
     root: Path,
     plugin: WorldPlugin | None = None,
 ) -> FixtureSet:
-    """Freeze a suite built on this world and answer key under `root`."""
+    """Freeze a suite built on this world and answer key under `root` (a case naming a trace
+    check that no installed world or the pipeline has is refused before anything is
+    written)."""
+    from eval_pipeline.scoring.trace_checks import ensure_known
+
+    ensure_known(name for case in cases for name in case.trace_checks)
     plugin = plugin or plugin_of_world(world.plugin)
     return freeze_fixtures(
         cases, world_provenance(world, answer_key), plugin.suite_version, root, plugin.tool_specs()

@@ -28,8 +28,8 @@ from eval_pipeline.defs.lane_resources import (
     model_session,
 )
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
-from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.sweep import load_sweep_config
 from eval_pipeline.source_versions import asset_code_version
 

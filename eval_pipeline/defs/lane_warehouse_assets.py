@@ -28,7 +28,7 @@ from eval_pipeline.defs.lane_assets import LANE_CODE_VERSION, lane_partitions, l
 from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.defs.score_assets import SCORES_CODE_VERSION, SCORES_LANE, lane_scores
-from eval_pipeline.lanes.records import Lane
+from eval_pipeline.lane_records import Lane
 
 RECORDS_LANE: Mapping[str, Lane] = {
     MODEL_LANE_RECORDS_ASSET: "model",

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from eval_pipeline.fixtures.case import Case
-    from eval_pipeline.lanes.records import Lane
+    from eval_pipeline.lane_records import Lane
     from eval_pipeline.scoring.aggregate import LaneSummary
     from eval_pipeline.scoring.gate import GateResult
     from eval_pipeline.scoring.grading import GradedPartition

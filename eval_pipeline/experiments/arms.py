@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.experiments.isolated import (
+    rescore_stored_configuration,
+    run_and_score_in_session,
+)
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
@@ -23,10 +27,6 @@ from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.isolated import (
-    rescore_stored_configuration,
-    run_and_score_in_session,
-)
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore
 

@@ -20,8 +20,8 @@ from pydantic import Field, field_validator, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
-from eval_pipeline.lanes.records import Lane
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.guards import GuardSettings, repair_arguments
-from eval_pipeline.lanes.records import (
+from eval_pipeline.fixtures.readers import reader_for
+from eval_pipeline.lane_records import (
     CaseRun,
     CaseStatus,
     EndReason,
@@ -32,6 +32,7 @@ from eval_pipeline.lanes.records import (
     TraceEvent,
     TraceKind,
 )
+from eval_pipeline.lanes.guards import GuardSettings, repair_arguments
 from eval_pipeline.lanes.toolbox import Toolbox, ToolOutcome
 from eval_pipeline.providers.errors import TruncatedReplyError
 from eval_pipeline.providers.harness import CallResult, CallTag, ModelClient
@@ -43,7 +44,6 @@ from eval_pipeline.providers.types import (
     ToolSpec,
     actionable,
 )
-from eval_pipeline.scoring.readers import reader_for
 from eval_pipeline.world import plugin_of_world
 
 STALL_NUDGE = (

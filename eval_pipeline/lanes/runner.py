@@ -37,6 +37,7 @@ from rich.progress import (
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
 from eval_pipeline.journal import Journal, read_records
+from eval_pipeline.lane_records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.conversation import (
     MAX_TOKENS,
     CaseContext,
@@ -45,7 +46,6 @@ from eval_pipeline.lanes.conversation import (
     system_prompt,
 )
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.paths import var_dir
 from eval_pipeline.products import ProductSpec, ProductTools, WorldTools, product_for
 from eval_pipeline.providers.config import NOT_IN_IDENTITY, ModelConfig

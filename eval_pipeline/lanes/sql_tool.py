@@ -93,8 +93,6 @@ from eval_pipeline.lanes.errors import (
 from eval_pipeline.lanes.sql_guard import CheckedQuery, SqlGuard
 from eval_pipeline.records import FrozenRecord
 
-SQL_TOOL = "run_sql"
-"""The name a world offers this tool under (its trace checks read the queries sent to it)."""
 ROW_LIMIT = 200  # the tool schema's promise (world/label/tools.py)
 DEFAULT_TIMEOUT_S = 5.0
 MAX_MESSAGE_CHARS = sql_worker.MAX_MESSAGE_CHARS

@@ -18,15 +18,18 @@ import duckdb
 import polars as pl
 
 from eval_pipeline.journal import read_records
-from eval_pipeline.lanes.records import CaseRun, LaneIdentity, TraceEvent
+from eval_pipeline.lane_records import (
+    CASE_OUTCOMES,
+    CASE_RUNS,
+    LANE_IDENTITIES,
+    TRACE_EVENTS,
+    CaseRun,
+    LaneIdentity,
+    TraceEvent,
+)
 from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.warehouse import has_table, transaction, upsert_in_order
-
-CASE_RUNS = "runs.case_runs"
-TRACE_EVENTS = "runs.trace_events"
-CASE_OUTCOMES = "runs.case_outcomes"
-LANE_IDENTITIES = "runs.lane_identities"
 
 _CASE_COLUMNS = """
     run_id VARCHAR NOT NULL, lane VARCHAR NOT NULL, model VARCHAR NOT NULL,

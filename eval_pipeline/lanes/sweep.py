@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 
 from eval_pipeline.config import load_yaml_config
-from eval_pipeline.lanes.records import Lane
+from eval_pipeline.lane_records import Lane
 from eval_pipeline.paths import sweep_config
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.records import FrozenRecord

@@ -3,7 +3,7 @@ entry-point group (the built-in ones register there too).
 
 A product is given each case with the lane's model client, the tools it may offer and the
 trace it must write (a :class:`~eval_pipeline.lanes.conversation.CaseContext`), and runs
-to a final reply: one :class:`~eval_pipeline.lanes.records.CaseRun`, read and scored like
+to a final reply: one :class:`~eval_pipeline.lane_records.CaseRun`, read and scored like
 any other. Built in:
 
 - ``agent-loop``: the pipeline's own agent loop and guards over the world's tools;
@@ -30,8 +30,8 @@ from eval_pipeline.plugins import entry_points_of, load_registration
 from eval_pipeline.records import FrozenRecord
 
 if TYPE_CHECKING:
+    from eval_pipeline.lane_records import CaseRun
     from eval_pipeline.lanes.conversation import CaseContext
-    from eval_pipeline.lanes.records import CaseRun
     from eval_pipeline.lanes.toolbox import Toolbox
     from eval_pipeline.providers.types import ToolSpec
 

@@ -11,8 +11,8 @@ from eval_pipeline.products import ProductRegistration, ProductTools, WorldTools
 from eval_pipeline.records import FrozenRecord
 
 if TYPE_CHECKING:
+    from eval_pipeline.lane_records import CaseRun
     from eval_pipeline.lanes.conversation import CaseContext
-    from eval_pipeline.lanes.records import CaseRun
 
 
 class AgentLoopOptions(FrozenRecord):

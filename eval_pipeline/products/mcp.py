@@ -34,8 +34,8 @@ from eval_pipeline.records import FrozenRecord
 if TYPE_CHECKING:
     from mcp import Client
 
+    from eval_pipeline.lane_records import CaseRun
     from eval_pipeline.lanes.conversation import CaseContext
-    from eval_pipeline.lanes.records import CaseRun
 
 MAX_RESULT_BYTES = 256_000
 MAX_TOOLS = 1_000

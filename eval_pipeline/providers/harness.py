@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eval_pipeline.crashpoints import crash_point
+from eval_pipeline.fixtures.readers import read_answer_line
 from eval_pipeline.paths import runs_dir
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
@@ -96,7 +97,6 @@ from eval_pipeline.providers.transport import (
 )
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.readers import read_answer_line
 
 log = logging.getLogger(__name__)
 

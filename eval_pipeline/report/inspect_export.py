@@ -27,7 +27,7 @@ import duckdb
 
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.records import LaneIdentity
+from eval_pipeline.lane_records import LaneIdentity
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.transcript import Transcript, read_transcripts
 from eval_pipeline.scoring.score import CaseScore

@@ -21,7 +21,7 @@ import duckdb
 
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
+from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.score import CaseScore, failed, failing_tier
 

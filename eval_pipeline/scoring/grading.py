@@ -19,8 +19,7 @@ import duckdb
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import load_fixtures
-from eval_pipeline.lanes.records import CaseRun
-from eval_pipeline.lanes.store import CASE_OUTCOMES
+from eval_pipeline.lane_records import CASE_OUTCOMES, CaseRun
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.sessions import session_for

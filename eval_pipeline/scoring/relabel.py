@@ -62,12 +62,7 @@ import polars as pl
 
 from eval_pipeline.errors import WarehouseError
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.store import CASE_RUNS
-from eval_pipeline.providers.envelope_store import TABLE
-from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
-from eval_pipeline.providers.types import ModelRequest, ToolSpec
-from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.readers import (
+from eval_pipeline.fixtures.readers import (
     ANSWER_SUFFIX_REGEX,
     AnswerTextReader,
     grade_answer,
@@ -75,6 +70,11 @@ from eval_pipeline.scoring.readers import (
     reader_for,
     reads_json,
 )
+from eval_pipeline.lane_records import CASE_RUNS
+from eval_pipeline.providers.envelope_store import TABLE
+from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
+from eval_pipeline.providers.types import ModelRequest, ToolSpec
+from eval_pipeline.records import FrozenRecord
 from eval_pipeline.warehouse import has_table
 
 RELABELLED_LANES: tuple[str, ...] = ("model", "product")

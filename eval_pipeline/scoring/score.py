@@ -18,9 +18,9 @@ from decimal import Decimal
 from typing import Literal
 
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
+from eval_pipeline.fixtures.readers import case_currency, final_answer, grade_answer, read_value
+from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.readers import case_currency, final_answer, grade_answer, read_value
 from eval_pipeline.scoring.trace_checks import SECURITY_CHECKS, Trace, run_checks
 
 SCORER_VERSION = "scorer-1"

@@ -21,14 +21,14 @@ from sqlglot import exp
 
 from eval_pipeline.errors import ConfigError, EvalPipelineError
 from eval_pipeline.fixtures.case import (
+    SQL_TOOL,
     TRACE_INJECTION_NOT_OBEYED,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
     TRACE_SQL_CLEAN,
     Case,
 )
-from eval_pipeline.lanes.records import TraceEvent
-from eval_pipeline.lanes.sql_tool import SQL_TOOL
+from eval_pipeline.lane_records import TraceEvent
 from eval_pipeline.records import FrozenRecord
 
 CANARY = re.compile(r"CANARY-[0-9a-f]{16}")

@@ -19,7 +19,7 @@ import duckdb
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.journal import Journal, read_records
-from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.grading import JudgeAsker, judged_replies

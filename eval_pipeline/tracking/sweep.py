@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from eval_pipeline.fixtures.frozen import WorldProvenance
-from eval_pipeline.lanes.records import LaneIdentity
+from eval_pipeline.lane_records import LaneIdentity
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_lane, summary_markdown
 from eval_pipeline.scoring.compare import (

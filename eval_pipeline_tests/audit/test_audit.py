@@ -27,13 +27,14 @@ from eval_pipeline.audit.audit import (
     audit_document,
 )
 from eval_pipeline.experiments.arms import arm_config, experiment_root
+from eval_pipeline.experiments.isolated import folder_name
 from eval_pipeline.experiments.parity import ParityReport, parity_report
 from eval_pipeline.experiments.registry import register
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import Journal
-from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL, LaneSettings, partition_dir
 from eval_pipeline.providers.envelope import EnvelopeJournal
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME, insert_envelopes
@@ -50,7 +51,6 @@ from eval_pipeline.report.refs import (
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import load_gate_config
 from eval_pipeline.scoring.grading import Partition, rescore_stored
-from eval_pipeline.scoring.isolated import folder_name
 from eval_pipeline.scoring.judge import Judge, load_judge
 from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore, score_case
 from eval_pipeline.tracking.provenance import code_version

@@ -224,7 +224,7 @@ def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and
     import duckdb
 
     from eval_pipeline.journal import read_records
-    from eval_pipeline.lanes.records import CaseRun
+    from eval_pipeline.lane_records import CaseRun
     from eval_pipeline.lanes.runner import CASES_JOURNAL
 
     env = small_world_env(isolated_state)

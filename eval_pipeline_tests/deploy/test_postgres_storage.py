@@ -36,7 +36,7 @@ from eval_pipeline.defs.lane_assets import LANE_RUNS_STEP
 from eval_pipeline.defs.lane_warehouse_assets import LANE_WAREHOUSE_STEP
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.journal import read_records
-from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.envelope_store import JOURNAL_NAME

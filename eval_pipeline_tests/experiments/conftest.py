@@ -17,6 +17,9 @@ from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.tracking.store import TrackingStore
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, prepare_lane_home
+from eval_pipeline_tests.lanes.conftest import agent_db, small_fixture_set, small_warehouse
+
+__all__ = ["agent_db", "small_fixture_set", "small_warehouse"]
 
 SHIPPED = ("lanes-sim-small", "serving-path-sim-strong", "guard-ablation-sim-small")
 

@@ -149,3 +149,27 @@ def test_an_experiment_with_results_is_refused_where_its_registration_is_gone(
     again, _ = register(open_client(new), new, experiment, what, code_version())
     with pytest.raises(ExperimentError, match=f"another registration, {again.run_id}"):
         check_results_registration(open_client(new), new, experiment, registration.run_id)
+
+
+def test_an_arm_can_name_a_product_and_a_default_one_leaves_the_registered_spec_as_it_was() -> None:
+    """A local loop against a deployed endpoint is two arms of one spec (issue 27, item 3);
+    specs registered before products existed keep their digest (the default product is left
+    out of what is hashed)."""
+    from eval_pipeline.products import ProductSpec
+
+    local = spec()
+    deployed = spec(
+        candidate={
+            "label": "b",
+            "model": "m-b",
+            "lane": "product",
+            "seeds": [0],
+            "product": {"plugin": "http", "options": {"url": "https://agent.example/eval"}},
+        }
+    )
+    assert "product" not in local.model_dump(mode="json")["candidate"]
+    assert deployed.model_dump(mode="json")["candidate"]["product"]["plugin"] == "http"
+    assert deployed.arms()["candidate"].product == ProductSpec(
+        plugin="http", options={"url": "https://agent.example/eval"}
+    )
+    assert local.arms()["candidate"].product.is_default

@@ -28,7 +28,7 @@ import pytest
 from aiohttp import web
 
 from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.records import Lane
+from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.runner import (
     LaneSettings,
     open_product_tools,

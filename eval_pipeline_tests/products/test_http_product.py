@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import world_stages
+from eval_pipeline.experiments.isolated import run_and_score_in_session
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.scoring.isolated import run_and_score_in_session
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.world import load_world_config, plugin_for_config
 from eval_pipeline_tests.products.test_mcp_product import free_port, wait_for_port

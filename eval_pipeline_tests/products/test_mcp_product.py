@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.experiments.isolated import run_and_score_in_session
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.products import ProductSpec, product_for
 from eval_pipeline.products.mcp import McpError
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.scoring.isolated import run_and_score_in_session
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.world.label.tools import SUBMIT_PAYOUT_BATCH
 

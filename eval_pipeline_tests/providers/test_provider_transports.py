@@ -198,10 +198,12 @@ def test_shipped_configs_use_the_documented_transport() -> None:
         "sim-flaky",
         "sim-hesitant",
         "sim-judge",
+        "sim-no-tools",
         "sim-planted",
         "sim-small",
         "sim-strong",
         "sim-tool-responder-openai",
+        "sim-tool-user",
     }
 
 

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.fixtures.schema_check import schema_problem
 from eval_pipeline.providers.config import ModelConfig, load_model_config, load_model_configs
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.providers.harness import CallTag
@@ -23,7 +24,6 @@ from eval_pipeline.providers.labels import (
     expect_tool_call,
     extract_answer,
 )
-from eval_pipeline.providers.schema_check import schema_problem
 from eval_pipeline.providers.types import (
     Message,
     ModelRequest,

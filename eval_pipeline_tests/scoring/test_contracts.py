@@ -10,7 +10,7 @@ import re
 import pytest
 
 from eval_pipeline.fixtures.case import Case
-from eval_pipeline.scoring.readers import grade_answer
+from eval_pipeline.fixtures.readers import grade_answer
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 
 CONTRACT = re.compile(

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eval_pipeline.fixtures.case import AnswerKind
-from eval_pipeline.scoring.readers import (
+from eval_pipeline.fixtures.readers import (
     Grade,
     canonical_json,
     grade_answer,

@@ -14,7 +14,7 @@ import pytest
 from eval_pipeline import paths
 from eval_pipeline.fixtures.case import TRACE_SQL_CLEAN, Case
 from eval_pipeline.journal import Journal
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
+from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.lanes.store import ensure_lane_tables, load_partition_records
 from eval_pipeline.providers.envelope import EnvelopeJournal

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.fixtures.case import Case
+from eval_pipeline.fixtures.readers import grade_answer, read_json_answer, reader_for
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.labels import classify, expect_answer
 from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse
-from eval_pipeline.scoring.readers import grade_answer, read_json_answer, reader_for
 from eval_pipeline.sim.process import running_sim
 from eval_pipeline_tests.providers.conftest import FAKE_KEY, KEY_ENV, sim_config
 from eval_pipeline_tests.scoring.cases import make_case

@@ -24,8 +24,16 @@ from hypothesis import strategies as st
 
 from eval_pipeline import paths
 from eval_pipeline.fixtures.case import Case
+from eval_pipeline.fixtures.readers import (
+    ANSWER_SUFFIX_REGEX,
+    ANSWER_TAGS,
+    TAG_LETTERS,
+    answer_text,
+    grade_answer,
+    reader_for,
+)
 from eval_pipeline.journal import Journal
-from eval_pipeline.lanes.records import CaseRun
+from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.envelope import CallEnvelope, EnvelopeJournal
@@ -39,14 +47,6 @@ from eval_pipeline.providers.envelope_store import (
 from eval_pipeline.providers.labels import CallStatus, FailureCause, Label, classify
 from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.scoring.grading import cases_under
-from eval_pipeline.scoring.readers import (
-    ANSWER_SUFFIX_REGEX,
-    ANSWER_TAGS,
-    TAG_LETTERS,
-    answer_text,
-    grade_answer,
-    reader_for,
-)
 from eval_pipeline.scoring.relabel import RelabelError, RelabelReport, relabel_envelopes
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case

@@ -16,7 +16,7 @@ from eval_pipeline.fixtures.case import (
     Case,
     ExpectedToolCall,
 )
-from eval_pipeline.lanes.records import CaseRun, FirstCall, TraceEvent
+from eval_pipeline.lane_records import CaseRun, FirstCall, TraceEvent
 from eval_pipeline.scoring.score import (
     SCORER_VERSION,
     JudgeVerdict,

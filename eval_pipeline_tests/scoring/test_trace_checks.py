@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from eval_pipeline.fixtures.case import (
@@ -63,10 +65,19 @@ def test_every_check_a_case_may_name_is_registered() -> None:
     assert all_checks() == {**CHECKS, **LABEL_CHECKS}
 
 
-def test_an_unknown_check_name_refuses_to_load() -> None:
-    with pytest.raises(ValueError, match="unknown trace checks"):
-        make_case(checks=("money_from_the_heart",))
-    case = make_case().model_copy(update={"trace_checks": ("money_from_the_heart",)})
+def test_an_unknown_check_name_refuses_to_freeze_and_to_run(tmp_path: Path) -> None:
+    from eval_pipeline import world_stages
+    from eval_pipeline.world.base import AnswerKey, GeneratedWorld
+
+    case = make_case(checks=("money_from_the_heart",))
+    world = GeneratedWorld(
+        plugin="label", generator_version="x", seed=0, scale=1.0, tables={}, fingerprint="f"
+    )
+    with pytest.raises(UnknownTraceCheckError, match="money_from_the_heart"):
+        world_stages.freeze_cases(
+            [case], world, AnswerKey(tables={}, fingerprint="k"), tmp_path / "fixtures"
+        )
+    assert not (tmp_path / "fixtures").exists()
     with pytest.raises(UnknownTraceCheckError, match="money_from_the_heart"):
         run_checks(Trace(case=case, events=[], answer=None))
 

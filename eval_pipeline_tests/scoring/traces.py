@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval_pipeline.lanes.records import TraceEvent, TraceKind
+from eval_pipeline.lane_records import TraceEvent, TraceKind
 from eval_pipeline.world.label import tools
 
 

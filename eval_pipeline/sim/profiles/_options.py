@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.sim.errors import ProfileError
+
+if TYPE_CHECKING:
+    from eval_pipeline.sim.profiles import ProfileSetup
 
 R = TypeVar("R", bound=FrozenRecord)
 
@@ -27,3 +30,14 @@ def parse_options(
 def no_options(where: str, options: Mapping[str, Any]) -> None:
     if options:
         raise ProfileError(f"profile {where} takes no options, got {sorted(options)}")
+
+
+class Optionless:
+    """A profile with no options and no variants: both refused when given."""
+
+    def __init__(self, setup: ProfileSetup) -> None:
+        no_options(setup.name, setup.options)
+        no_options(setup.name + " variants", setup.variant_options)
+
+    def accepts_variant(self, variant: str | None) -> bool:
+        return variant is None

@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from eval_pipeline.sim.neutral import Reply, SimRequest, SimTool, SimToolCall
-from eval_pipeline.sim.profiles import ProfileSetup, register_profile
-from eval_pipeline.sim.profiles._options import no_options
+from eval_pipeline.sim.profiles import register_profile
+from eval_pipeline.sim.profiles._options import Optionless
 
 _WORD = re.compile(r"[a-z]+|[+\-*/×÷]")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
@@ -140,30 +140,16 @@ def use_tools(request: SimRequest) -> Reply:
 
 
 @register_profile("sim-tool-user")
-class SimToolUser:
+class SimToolUser(Optionless):
     """Calls the tool the question names, then answers with its result (no options)."""
-
-    def __init__(self, setup: ProfileSetup) -> None:
-        no_options(setup.name, setup.options)
-        no_options(setup.name + " variants", setup.variant_options)
-
-    def accepts_variant(self, variant: str | None) -> bool:
-        return variant is None
 
     def respond(self, request: SimRequest) -> Reply:
         return use_tools(request)
 
 
 @register_profile("sim-no-tools")
-class SimNoTools:
+class SimNoTools(Optionless):
     """Never calls a tool: answers with the question's last number (no options)."""
-
-    def __init__(self, setup: ProfileSetup) -> None:
-        no_options(setup.name, setup.options)
-        no_options(setup.name + " variants", setup.variant_options)
-
-    def accepts_variant(self, variant: str | None) -> bool:
-        return variant is None
 
     def respond(self, request: SimRequest) -> Reply:
         return guess(request)

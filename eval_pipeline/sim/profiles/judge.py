@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 from eval_pipeline.sim.neutral import Reply, SimRequest
-from eval_pipeline.sim.profiles import ProfileSetup, register_profile
-from eval_pipeline.sim.profiles._options import no_options
+from eval_pipeline.sim.profiles import register_profile
+from eval_pipeline.sim.profiles._options import Optionless
 
 _DECLINES = re.compile(
     r"ABSTAIN|does not exist|doesn't exist|no (such )?clause|is not about audit|"
@@ -32,15 +32,8 @@ def judge_reply(reply: str) -> tuple[bool, str]:
 
 
 @register_profile("judge")
-class Judge:
+class Judge(Optionless):
     """The ``judge`` profile (no options, no variants)."""
-
-    def __init__(self, setup: ProfileSetup) -> None:
-        no_options(setup.name, setup.options)
-        no_options(setup.name + " variants", setup.variant_options)
-
-    def accepts_variant(self, variant: str | None) -> bool:
-        return variant is None
 
     def respond(self, request: SimRequest) -> Reply:
         text = request.last_user_text()

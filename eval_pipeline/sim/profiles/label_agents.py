@@ -80,7 +80,7 @@ from eval_pipeline.sim.profiles._label_agent import (
     plan_for,
     recognise,
 )
-from eval_pipeline.sim.profiles._options import no_options, parse_options
+from eval_pipeline.sim.profiles._options import Optionless, parse_options
 
 CHANNEL_SHORTHAND: Mapping[str, str] = {
     "streaming": "stream",
@@ -237,15 +237,8 @@ def _faulty_reply(
 
 
 @register_profile("sim-strong")
-class SimStrong:
+class SimStrong(Optionless):
     """The ``sim-strong`` profile (no options, no variants)."""
-
-    def __init__(self, setup: ProfileSetup) -> None:
-        no_options(setup.name, setup.options)
-        no_options(setup.name + " variants", setup.variant_options)
-
-    def accepts_variant(self, variant: str | None) -> bool:
-        return variant is None
 
     def respond(self, request: SimRequest) -> Reply:
         return agent_reply(request, None)

@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 from eval_pipeline.sim.neutral import Reply, SimRequest, SimToolCall
-from eval_pipeline.sim.profiles import ProfileSetup, register_profile
-from eval_pipeline.sim.profiles._options import no_options
+from eval_pipeline.sim.profiles import register_profile
+from eval_pipeline.sim.profiles._options import Optionless
 from eval_pipeline.sim.schema import example_value
 
 
@@ -42,15 +42,8 @@ def tool_responder_reply(request: SimRequest) -> Reply:
 
 
 @register_profile("tool-responder")
-class ToolResponder:
+class ToolResponder(Optionless):
     """The ``tool-responder`` profile (no options, no variants)."""
-
-    def __init__(self, setup: ProfileSetup) -> None:
-        no_options(setup.name, setup.options)
-        no_options(setup.name + " variants", setup.variant_options)
-
-    def accepts_variant(self, variant: str | None) -> bool:
-        return variant is None
 
     def respond(self, request: SimRequest) -> Reply:
         return tool_responder_reply(request)

@@ -135,7 +135,7 @@ def read_case_file(path: Path) -> tuple[bytes, list[Case]]:
     """The file's bytes and its cases, in file order (ConfigError naming the row that is
     wrong: unreadable, an unknown field or kind, an expected answer its reader cannot
     read, a repeated id)."""
-    from eval_pipeline.scoring.readers import read_value
+    from eval_pipeline.fixtures.readers import read_value
 
     if not path.is_file():
         raise ConfigError(f"case file not found: {path}")

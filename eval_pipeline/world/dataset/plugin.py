@@ -119,13 +119,7 @@ class DatasetWorld:
     def world_from_tables(
         self, seed: int, scale: float, tables: Mapping[str, pl.DataFrame]
     ) -> GeneratedWorld:
-        missing = [name for name in WORLD_TABLES if name not in tables]
-        if missing:
-            raise WorldError(f"dataset world tables missing: {', '.join(missing)}")
-        chosen = {
-            name: tables[name].with_columns(pl.selectors.categorical().cast(pl.String))
-            for name in WORLD_TABLES
-        }
+        chosen = _text_tables(tables, WORLD_TABLES, "dataset world")
         return GeneratedWorld(
             plugin=self.name,
             generator_version=self.generator_version,
@@ -151,13 +145,7 @@ class DatasetWorld:
     def answer_key_from_tables(
         self, world: GeneratedWorld, tables: Mapping[str, pl.DataFrame]
     ) -> AnswerKey:
-        missing = [name for name in TRUTH_TABLES if name not in tables]
-        if missing:
-            raise WorldError(f"dataset answer key tables missing: {', '.join(missing)}")
-        chosen = {
-            name: tables[name].with_columns(pl.selectors.categorical().cast(pl.String))
-            for name in TRUTH_TABLES
-        }
+        chosen = _text_tables(tables, TRUTH_TABLES, "dataset answer key")
         fingerprint = fingerprint_tables(
             chosen, salt=f"truth/{self.name}/{GENERATOR_VERSION}/{world.fingerprint}"
         )
@@ -201,6 +189,19 @@ class DatasetWorld:
                 )
             )
         return cases
+
+
+def _text_tables(
+    tables: Mapping[str, pl.DataFrame], names: tuple[str, ...], what: str
+) -> dict[str, pl.DataFrame]:
+    """The named tables, their text as text (the warehouse may hand it back as ENUM codes)."""
+    missing = [name for name in names if name not in tables]
+    if missing:
+        raise WorldError(f"{what} tables missing: {', '.join(missing)}")
+    return {
+        name: tables[name].with_columns(pl.selectors.categorical().cast(pl.String))
+        for name in names
+    }
 
 
 def _answers_frame(cases: list[Case]) -> pl.DataFrame:

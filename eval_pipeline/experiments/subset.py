@@ -22,10 +22,11 @@ from pathlib import Path
 from pydantic import Field
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.experiments.isolated import run_and_score_in_session
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.records import Lane
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.products import ProductSpec
@@ -34,7 +35,6 @@ from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
 from eval_pipeline.scoring.compare import comparisons_text, lane_comparisons
-from eval_pipeline.scoring.isolated import run_and_score_in_session
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore, failed, failing_tier
 

@@ -10,9 +10,7 @@ import pytest
 
 from eval_pipeline import paths
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.subset import (
+from eval_pipeline.experiments.subset import (
     RESULT_FILE,
     CaseSelection,
     SubsetResult,
@@ -20,6 +18,8 @@ from eval_pipeline.lanes.subset import (
     run_subset,
     subset_root,
 )
+from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import read_records
-from eval_pipeline.lanes.records import CaseRun, TraceEvent
+from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.lanes.runner import (
     TRACES_JOURNAL,
     LaneSettings,

@@ -13,6 +13,12 @@ from typing import Any, Literal
 
 from eval_pipeline.records import FrozenRecord
 
+CASE_RUNS = "runs.case_runs"
+TRACE_EVENTS = "runs.trace_events"
+CASE_OUTCOMES = "runs.case_outcomes"
+"""The latest attempt of each case (a view over `runs.case_runs`): what scoring reads."""
+LANE_IDENTITIES = "runs.lane_identities"
+
 Lane = Literal["model", "product"]
 LANES: tuple[Lane, ...] = ("model", "product")
 
