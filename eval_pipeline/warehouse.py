@@ -71,6 +71,36 @@ def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection
     return conn
 
 
+WRITER_WAIT_S = 120.0
+"""How long a step waits for another process's write connection to close."""
+
+
+def connect_when_free(path: Path, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """`connect` for writing, waiting (with backoff, each wait logged) while another process
+    holds the file: Dagster's warehouse pool admits one writer at a time, but on its SQLite
+    storage two runs claiming the free slot at the same instant can both get it (its
+    `SELECT ... FOR UPDATE SKIP LOCKED` is a plain select there). A writer still there after
+    `wait_s` is the LockedError it always was."""
+    import logging
+
+    from tenacity import (
+        before_sleep_log,
+        retry,
+        retry_if_exception_type,
+        stop_after_delay,
+        wait_exponential,
+    )
+
+    waiting = retry(
+        retry=retry_if_exception_type(LockedError),
+        wait=wait_exponential(multiplier=0.25, max=5),
+        stop=stop_after_delay(wait_s),
+        before_sleep=before_sleep_log(logging.getLogger(__name__), logging.WARNING),
+        reraise=True,
+    )
+    return waiting(connect)(path)
+
+
 CREATED_TABLE = f"{META_SCHEMA}.warehouse_created"
 """When this warehouse file was created (epoch seconds): what Dagster recorded as
 materialized before it is not in it (the file was deleted or moved aside since)."""

@@ -9,10 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.errors import WarehouseError
+from eval_pipeline.errors import LockedError, WarehouseError
 from eval_pipeline.warehouse import (
     ENUM_MIN_ROWS,
     connect,
+    connect_when_free,
     read_schema,
     read_table,
     read_value,
@@ -153,3 +154,48 @@ def test_an_upsert_into_a_table_with_no_primary_key_is_refused(tmp_path: Path) -
     con.execute("CREATE TABLE main.t (id VARCHAR)")
     with pytest.raises(ValueError, match=r"main\.t has no primary key"):
         upsert_in_order(con, "main.t", pl.DataFrame({"id": ["a"]}))
+
+
+HOLD = (
+    "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+    "time.sleep(float(sys.argv[2])); c.close()"
+)
+
+
+def _hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """Another process writing the warehouse for `seconds` (started once it holds it)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_warehouse_step_waits_for_a_writer_that_the_pool_let_in_beside_it(tmp_path: Path) -> None:
+    """Seen running the arithmetic example under load: two lane runs entered the warehouse
+    step together (Dagster's SQLite pool claim is a plain select, so two claims at one
+    instant can both win) and the second failed on DuckDB's lock instead of waiting."""
+    from eval_pipeline.defs.resources import WarehouseResource
+
+    path = tmp_path / "warehouse.duckdb"
+    connect(path).close()
+    holder = _hold(path, 1.5)
+    try:
+        with pytest.raises(LockedError):
+            connect(path).close()
+        with WarehouseResource(path=str(path)).connection() as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+    finally:
+        holder.communicate(timeout=30)
+
+
+def test_a_writer_that_stays_is_still_one_locked_error(tmp_path: Path) -> None:
+    path = tmp_path / "warehouse.duckdb"
+    connect(path).close()
+    holder = _hold(path, 20)
+    try:
+        with pytest.raises(LockedError, match="open for writing in another process"):
+            connect_when_free(path, wait_s=1.0)
+    finally:
+        holder.kill()
+        holder.communicate(timeout=30)

@@ -35,9 +35,9 @@ class WarehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @contextmanager
     def connection(self) -> "Iterator[duckdb.DuckDBPyConnection]":
-        from eval_pipeline.warehouse import connect
+        from eval_pipeline.warehouse import connect_when_free
 
-        conn = connect(Path(self.path))
+        conn = connect_when_free(Path(self.path))
         try:
             yield conn
         finally:
