@@ -98,6 +98,17 @@ def _world_options(command: Callable[P, R]) -> Callable[P, R]:
     )(command)
 
 
+_world_option = click.option(
+    "--world",
+    "world_config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A world of your own: its world YAML (`sweep.yaml`, `gate.yaml`, `models/` … beside "
+    "it replace the shipped ones; its state goes to var/worlds/<its folder>).",
+)
+"""--world, on the command group (every command) and on `demo` (as the README says it)."""
+
+
 def _subset_options(command: Callable[P, R]) -> Callable[P, R]:
     """--cases, --categories and --limit: a quick run on a subset of the cases, in a folder
     of its own and never published as the suite (`eval_pipeline.experiments.subset`)."""
@@ -167,14 +178,7 @@ def _run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelec
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--world",
-    "world_config",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="A world of your own (its world YAML; `sweep.yaml`, `gate.yaml`, `models/` … beside "
-    "it replace the shipped ones, and its state goes to var/worlds/<its folder>).",
-)
+@_world_option
 def main(world_config: Path | None) -> None:
     """eval_pipeline: reproducible evaluation experiments on LLM agents.
 
@@ -191,13 +195,7 @@ def main(world_config: Path | None) -> None:
 
 @main.command()
 @_subset_options
-@click.option(
-    "--world",
-    "world_config",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Run on a world of your own (as `evalp --world PATH demo`).",
-)
+@_world_option
 def demo(case_patterns: str, categories: str, limit: int | None, world_config: Path | None) -> None:
     """The whole mission on a local Dagster instance: world, answer key, fixtures,
     calibration, both lanes for every model and seed of the sweep, its registered
