@@ -18,6 +18,9 @@ from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     RESULTS_JOB,
 )
+from eval_pipeline.defs.pool_wait import fix_pool_wait
+
+fix_pool_wait()  # a run waiting for the warehouse pool sleeps, instead of spinning a core
 
 LANE_ASSETS = dg.AssetSelection.groups(LANES_GROUP) - dg.AssetSelection.assets(AGENT_WORLD_ASSET)
 RESULT_ASSETS = dg.AssetSelection.groups(RESULTS_GROUP)
