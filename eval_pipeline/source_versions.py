@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from functools import cache
@@ -32,10 +33,13 @@ def module_file(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
     parts = name.split(".")
     if parts[0] != PACKAGE:
         return None
-    base = package_dir.joinpath(*parts[1:])
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
+    # os.path, not pathlib: an asset's closure asks here about every name its modules
+    # import (about 14,000 times a definitions load), and pathlib's parsing was most of
+    # the code versions' cost in every process that loads the definitions.
+    base = os.path.join(package_dir, *parts[1:])
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(candidate):
+            return Path(candidate)
     return None
 
 
@@ -97,15 +101,20 @@ def import_closure(roots: Iterable[str], package_dir: Path = PACKAGE_DIR) -> dic
         if module_file(root, package_dir) is None:
             raise SourceVersionError(f"{root!r} is not a module of the {PACKAGE} package")
         pending.extend(_parents(root))
+    looked_up: set[str] = set()
+    """Every name asked about in this walk, module or not: `from eval_pipeline.x import f`
+    names `eval_pipeline.x.f`, which each module importing it would otherwise send to
+    `module_file` again (about 800 look-ups an asset instead of about 200)."""
     while pending:
         name = pending.pop()
-        if name in closure:
+        if name in looked_up:
             continue
+        looked_up.add(name)
         file = module_file(name, package_dir)
         if file is None:
             continue  # `from eval_pipeline.x import function`: x itself is in the set
         closure[name] = file
-        pending.extend(_imported(name, file) - closure.keys())
+        pending.extend(_imported(name, file) - looked_up)
     return dict(sorted(closure.items()))
 
 

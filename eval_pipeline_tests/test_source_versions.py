@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline import source_versions
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.source_versions import (
     PACKAGE_DIR,
@@ -64,6 +65,36 @@ def test_the_closure_follows_function_level_relative_and_from_imports_and_nothin
     assert closure["eval_pipeline.domain.rules"] == package / "domain" / "rules.py"
     assert "eval_pipeline.domain.helpers" in import_closure(["eval_pipeline.plain"], package)
     assert "eval_pipeline.domain.unrelated" in import_closure(["eval_pipeline.aliased"], package)
+
+
+def test_a_closure_asks_about_each_imported_name_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`from eval_pipeline.domain.helpers import halve` names a function, not a module: two
+    modules importing it made the walk look the name up twice (every asset's closure at
+    every definitions load asked about 800 times instead of about 200)."""
+    package = _package(
+        tmp_path,
+        {
+            **MODULES,
+            "domain.rules": "from .helpers import halve\nfrom eval_pipeline.plain import h\n",
+            "domain.more": "from eval_pipeline.domain.helpers import halve\n",
+            "stage.adapter": "from eval_pipeline.domain import rules, more\n",
+        },
+    )
+    asked: list[str] = []
+    real = source_versions.module_file
+
+    def counting(name: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
+        asked.append(name)
+        return real(name, package_dir)
+
+    monkeypatch.setattr(source_versions, "module_file", counting)
+    closure = import_closure(["eval_pipeline.stage.adapter"], package)
+    assert "eval_pipeline.domain.helpers.halve" in asked
+    assert "eval_pipeline.domain.helpers" in closure
+    walked = asked[1:]  # after the root's own check
+    assert len(walked) == len(set(walked)), sorted(n for n in set(walked) if walked.count(n) > 1)
 
 
 def test_editing_a_function_two_imports_away_moves_the_version_and_an_unrelated_edit_does_not(
