@@ -185,10 +185,21 @@ def request_runs(instance: dg.DagsterInstance, request: str) -> list[dg.RunRecor
     return list(instance.get_run_records(filters=dg.RunsFilter(tags={REQUEST_TAG: request})))
 
 
-def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    """The process that started executing the run (its RUN_START event), if it has."""
+def worker_pid(
+    instance: dg.DagsterInstance, run_id: str, found: dict[str, int] | None = None
+) -> int | None:
+    """The process that started executing the run (its RUN_START event), if it has.
+
+    `found` keeps the pids read before, by run id: a run's RUN_START is written once, by
+    its one worker, so its pid is read once (`wait_for` asked for every started run twice a
+    second, each time opening the run's event log)."""
+    if found is not None and run_id in found:
+        return found[run_id]
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START):
-        return None if entry.dagster_event is None else entry.dagster_event.pid
+        pid = None if entry.dagster_event is None else entry.dagster_event.pid
+        if pid is not None and found is not None:
+            found[run_id] = pid
+        return pid
     return None
 
 
@@ -202,12 +213,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def fail_if_worker_died(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+def fail_if_worker_died(
+    instance: dg.DagsterInstance, run: dg.DagsterRun, pids: dict[str, int] | None = None
+) -> bool:
     """Mark `run` failed (and free its pool slots) if it is started on this machine and its
-    worker process is gone; True if so."""
+    worker process is gone; True if so. `pids`: the workers' pids found before (see
+    `worker_pid`), kept by a caller that asks again."""
     if run.status not in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING):
         return False
-    pid = worker_pid(instance, run.run_id)
+    pid = worker_pid(instance, run.run_id, pids)
     if pid is None or pid_alive(pid):
         return False
     current = instance.get_run_by_id(run.run_id)
@@ -231,6 +245,7 @@ def wait_for(
     started ends first."""
     expected = len(submitted.partitions)
     reported: set[str] = set()
+    pids: dict[str, int] = {}
     while True:
         runs = request_runs(instance, submitted.request)
         if len(runs) < expected:
@@ -239,7 +254,7 @@ def wait_for(
                 f"(request {submitted.request})"
             )
         for record in runs:
-            if fail_if_worker_died(instance, record.dagster_run):
+            if fail_if_worker_died(instance, record.dagster_run, pids):
                 continue  # failed now: reported on the next look
             if record.dagster_run.status in FINISHED and record.dagster_run.run_id not in reported:
                 reported.add(record.dagster_run.run_id)

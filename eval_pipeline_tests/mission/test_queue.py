@@ -183,6 +183,38 @@ def test_a_run_whose_worker_is_alive_is_left_running(isolated_state: Path) -> No
         assert alive.execute_in_process(instance=instance).success
 
 
+def test_a_started_runs_worker_pid_is_read_from_its_event_log_once(
+    isolated_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wait_for` looks at every started run twice a second; the pid of its worker (its
+    RUN_START event) is read once, then kept."""
+
+    @dg.op
+    def looks() -> None:
+        with dg.DagsterInstance.get() as inner:
+            (run,) = inner.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+            reads: list[str] = []
+            real = inner.all_logs
+
+            def counted(run_id: str, **kwargs: object) -> object:
+                reads.append(run_id)
+                return real(run_id, **kwargs)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(inner, "all_logs", counted)
+            pids: dict[str, int] = {}
+            for _ in range(3):  # three looks of `wait_for`
+                assert not fail_if_worker_died(inner, run, pids)
+            assert pids == {run.run_id: os.getpid()}
+            assert reads == [run.run_id]
+
+    @dg.job
+    def alive() -> None:
+        looks()
+
+    with dg.DagsterInstance.get() as instance:
+        assert alive.execute_in_process(instance=instance).success
+
+
 SMALL_LIMIT = 16
 """The test's models' `max_in_flight`: below what four runs of 16 cases each would send."""
 
