@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from eval_pipeline.lanes.runner import LaneRunSummary, PartitionRequest
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.providers.harness import ProviderSlots
+    from eval_pipeline.sim.process import SimHandle
 
 # The lanes' code (the agent loop, the SDKs, DuckDB, polars) is imported by the steps that
 # run it, not when the definitions load.
@@ -89,7 +90,11 @@ def _run_lanes(
     calls: ModelCallSettings,
 ) -> Iterator[dg.MaterializeResult]:  # type: ignore[type-arg]
     """The partition's selected lanes side by side, sharing the run's calls in flight; a
-    lane that ends is materialized even when the other failed (then the step fails)."""
+    lane that ends is materialized even when the other failed (then the step fails).
+
+    A simulated model is served by one simulated provider for the run: each lane's session
+    and the judge's is a tenant of it (counters, occurrence memory, usage and request log of
+    its own, as a server of its own had), not a process each."""
     from eval_pipeline.lanes.runner import (
         LaneSettings,
         PartitionRequest,
@@ -105,56 +110,65 @@ def _run_lanes(
     fixture_path = latest_path(context, FIXTURES_ASSET)
     agent_db = latest_path(context, AGENT_WORLD_ASSET) if "product" in lanes else ""
     slots: dict[str, ProviderSlots] = {}
-    with ExitStack() as stack:
-        requests = []
-        for lane, guards in lanes.items():
-            run_id = f"{lane}-lane-{context.run.run_id}"
-            session = stack.enter_context(
-                model_session(sim, calls, run_id=run_id, configs={model: config}, slots=slots)
-            )
-            request = PartitionRequest(
-                lane=lane,
-                model=model,
-                seed=seed,
-                run_id=run_id,
-                fixture_path=fixture_path,
-                agent_db=agent_db,
-                settings=LaneSettings(
-                    lane=lane, guards=guards, product=load_sweep_config().product
-                ),
-            )
-            requests.append((request, session))
-        outcomes = execute_partitions(requests, config, paths.lanes_dir())
-    from eval_pipeline.warehouse import warm_up
+    with ExitStack() as serving:
+        server = serving.enter_context(sim.serving_run()) if config.provider == SIMULATED else None
+        with ExitStack() as stack:
+            requests = []
+            for lane, guards in lanes.items():
+                run_id = f"{lane}-lane-{context.run.run_id}"
+                session = stack.enter_context(
+                    model_session(
+                        sim,
+                        calls,
+                        run_id=run_id,
+                        configs={model: config},
+                        slots=slots,
+                        server=server,
+                    )
+                )
+                request = PartitionRequest(
+                    lane=lane,
+                    model=model,
+                    seed=seed,
+                    run_id=run_id,
+                    fixture_path=fixture_path,
+                    agent_db=agent_db,
+                    settings=LaneSettings(
+                        lane=lane, guards=guards, product=load_sweep_config().product
+                    ),
+                )
+                requests.append((request, session))
+            outcomes = execute_partitions(requests, config, paths.lanes_dir())
+        from eval_pipeline.warehouse import warm_up
 
-    warm_up()  # the warehouse step comes next in this process, holding the pool
-    failed: list[Exception] = []
-    for (request, session), outcome in zip(requests, outcomes, strict=True):
-        if isinstance(outcome, Exception):
-            context.log.error(f"the {request.lane} lane failed: {outcome}")
-            failed.append(outcome)
-            continue
-        final_ids = {
-            run.call_ids[-1]
-            for run in latest_runs(
-                Path(outcome.records), request.settings.identity(config, outcome.fixture_id)
-            ).values()
-            if run.call_ids
-        }
-        metadata = _metadata(
-            outcome, split_labels(session.envelopes, final_ids), config.provider == SIMULATED
-        )
-        failures = top_failures(session.envelopes, session.redact) if outcome.unheard else []
-        metadata["unhealed_causes"] = dg.MetadataValue.json(
-            [group.model_dump(mode="json") for group in failures]
-        )
-        if request.lane == "product":
-            metadata["judge_asked"] = _judge_before_the_warehouse(
-                context, request, config, outcome, sim, calls
+        warm_up()  # the warehouse step comes next in this process, holding the pool
+        failed: list[Exception] = []
+        for (request, session), outcome in zip(requests, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                context.log.error(f"the {request.lane} lane failed: {outcome}")
+                failed.append(outcome)
+                continue
+            final_ids = {
+                run.call_ids[-1]
+                for run in latest_runs(
+                    Path(outcome.records), request.settings.identity(config, outcome.fixture_id)
+                ).values()
+                if run.call_ids
+            }
+            metadata = _metadata(
+                outcome, split_labels(session.envelopes, final_ids), config.provider == SIMULATED
             )
-        yield dg.MaterializeResult(asset_key=LANE_RUNS_ASSET[request.lane], metadata=metadata)
-    if failed:
-        raise failed[0]
+            failures = top_failures(session.envelopes, session.redact) if outcome.unheard else []
+            metadata["unhealed_causes"] = dg.MetadataValue.json(
+                [group.model_dump(mode="json") for group in failures]
+            )
+            if request.lane == "product":
+                metadata["judge_asked"] = _judge_before_the_warehouse(
+                    context, request, config, outcome, sim, calls, server
+                )
+            yield dg.MaterializeResult(asset_key=LANE_RUNS_ASSET[request.lane], metadata=metadata)
+        if failed:
+            raise failed[0]
 
 
 def _judge_before_the_warehouse(
@@ -164,6 +178,7 @@ def _judge_before_the_warehouse(
     summary: "LaneRunSummary",
     sim: SimulatedProvider,
     calls: ModelCallSettings,
+    server: "SimHandle | None",
 ) -> int:
     """The judge asked about the lane's judged replies here, where no pool is held, not in
     the warehouse step (`scoring.verdict_journal`). A judge that cannot be asked is left to
@@ -184,7 +199,7 @@ def _judge_before_the_warehouse(
             list(runs.values()),
             cases_under(paths.fixtures_root())(summary.fixture_id),
             judge,
-            judge_asker(sim, calls, judge, f"judge-{context.run.run_id}"),
+            judge_asker(sim, calls, judge, f"judge-{context.run.run_id}", server),
             f"judge-{context.run.run_id}",
         )
     except EvalPipelineError as error:

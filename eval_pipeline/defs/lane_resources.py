@@ -62,6 +62,7 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         *,
         request_log: Path | None = None,
         profile_options: Mapping[str, object] | None = None,
+        allow_profile_errors: bool = False,
     ) -> Iterator[SimHandle]:
         from eval_pipeline.sim.process import running_sim
 
@@ -72,8 +73,17 @@ class SimulatedProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             latency_ms=self.latency_ms,
             profile_options=options,
             request_log=request_log,
+            allow_profile_errors=allow_profile_errors,
         ) as handle:
             yield handle
+
+    @contextmanager
+    def serving_run(self) -> Iterator[SimHandle]:
+        """One server for a run's call sessions, each a tenant of it (`model_session`'s
+        `server`): a run's lanes and its judge share a process, not a state. Each tenant
+        checks its own profile errors when its session ends, as a server of its own did."""
+        with self.running(allow_profile_errors=True) as server:
+            yield server
 
 
 class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -98,21 +108,29 @@ def model_session(
     run_id: str,
     configs: Mapping[str, ModelConfig],
     slots: dict[str, ProviderSlots] | None = None,
+    server: SimHandle | None = None,
 ) -> Iterator[CallSession]:
     """A call session for `configs` journaling under runs/<run_id>/, with the simulated
-    provider running (and logging every request it gets) while any of them is simulated;
-    `slots` are the run's calls in flight, shared with the run's other sessions."""
+    provider running (and logging every request it gets) while any of them is simulated:
+    a tenant of `server` when given (`SimulatedProvider.serving_run`), else a server of its
+    own; `slots` are the run's calls in flight, shared with the run's other sessions."""
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME
-    from eval_pipeline.providers.sessions import session_for
-    from eval_pipeline.sim.process import SIM_REQUEST_LOG
+    from eval_pipeline.providers.sessions import StartSim, session_for
+    from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_tenant
 
     run_dir = paths.runs_dir() / run_id
+    log = run_dir / SIM_REQUEST_LOG
+    start_sim: StartSim = (
+        (lambda: sim.running(request_log=log))
+        if server is None
+        else (lambda: running_tenant(server, run_id, request_log=log))
+    )
     with session_for(
         configs,
         run_id=run_id,
         journal=run_dir / JOURNAL_NAME,
         budget=calls.budget(),
-        start_sim=lambda: sim.running(request_log=run_dir / SIM_REQUEST_LOG),
+        start_sim=start_sim,
         sim_api_key=sim.api_key,
         slots=slots,
     ) as session:
@@ -120,16 +138,22 @@ def model_session(
 
 
 def judge_asker(
-    sim: SimulatedProvider, calls: ModelCallSettings, judge: Judge, run_id: str
+    sim: SimulatedProvider,
+    calls: ModelCallSettings,
+    judge: Judge,
+    run_id: str,
+    server: SimHandle | None = None,
 ) -> JudgeAsker:
     """Asks `judge` in a session of its own journaling under runs/<run_id>/ (opened only
-    when there is something to ask)."""
+    when there is something to ask; a tenant of `server` when given)."""
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import judge_in_session
 
     def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
         config = scan_model_configs().require([judge.model])[judge.model]
-        with model_session(sim, calls, run_id=run_id, configs={judge.model: config}) as session:
+        with model_session(
+            sim, calls, run_id=run_id, configs={judge.model: config}, server=server
+        ) as session:
             return judge_in_session(session, config, judge, items)
 
     return ask

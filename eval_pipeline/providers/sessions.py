@@ -11,12 +11,14 @@ from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig, configured_keys, scan_model_configs
 from eval_pipeline.providers.harness import CallSession, ProviderSlots
 from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
-from eval_pipeline.sim.process import SimHandle, running_sim
+from eval_pipeline.sim.process import SimHandle, SimTenant, running_sim
 
 SIMULATED = "simulated"
 """A placeholder, not a secret: the simulated provider ignores keys."""
 
-StartSim = Callable[[], AbstractContextManager[SimHandle]]
+StartSim = Callable[[], AbstractContextManager[SimHandle | SimTenant]]
+"""A simulated provider for a session's block: a server of its own, or a tenant of one
+shared with the run's other sessions."""
 
 
 def simulated(configs: Mapping[str, ModelConfig]) -> dict[str, ModelConfig]:
@@ -44,7 +46,7 @@ def session_for(
     reply may echo any key the process holds, not only its own client's."""
     secrets = configured_keys([*configs.values(), *scan_model_configs().configs.values()])
     fake = simulated(configs)
-    starting: AbstractContextManager[SimHandle | None] = (
+    starting: AbstractContextManager[SimHandle | SimTenant | None] = (
         (start_sim or running_sim)() if fake else nullcontext()
     )
     with starting as handle:

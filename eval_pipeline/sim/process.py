@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -103,8 +104,66 @@ class SimHandle:
             self._stderr_path.read_text(errors="replace"),
         )
 
+    def tenant(self, name: str, request_log: Path | None = None) -> SimTenant:
+        """New model endpoints on this server with state of their own (see `SimTenant`);
+        `request_log` keeps the tenant's record of every request it gets."""
+        answer = self._post(
+            "/_sim/tenants",
+            {"name": name, "request_log": None if request_log is None else str(request_log)},
+        )
+        return SimTenant(self, name, f"{self.base_url}{answer['path']}")
+
     def close(self) -> None:
         self._client.close()
+
+
+class SimTenant:
+    """Model endpoints of a running simulated provider with their own counters, occurrence
+    memory, usage and request log: what a provider of its own would be to its clients, in a
+    process shared with the server's other tenants (a run's lanes and judge)."""
+
+    def __init__(self, server: SimHandle, name: str, base_url: str) -> None:
+        self.server = server
+        self.name = name
+        self.base_url = base_url
+        self.openai_base_url = f"{base_url}/v1"
+        self.anthropic_base_url = base_url
+
+    def base_url_for(self, api: str) -> str:
+        """The base URL for a model config's wire API (Anthropic Messages or OpenAI)."""
+        return self.anthropic_base_url if api == "anthropic_messages" else self.openai_base_url
+
+    def counters(self) -> dict[str, Any]:
+        """This tenant's ``request_count``, ``outcomes``, ``billed`` and profile errors."""
+        result: dict[str, Any] = self.server._get(f"/_sim/tenants/{self.name}/counters")
+        return result
+
+    def check_no_profile_errors(self) -> None:
+        """Raise SimError if any profile failed to answer this tenant."""
+        counters = self.counters()
+        if counters["profile_errors"]:
+            raise SimError(
+                f"the simulated provider's profiles failed {counters['profile_errors']} "
+                f"time(s) for {self.name}; last: {counters['last_profile_error']}"
+            )
+
+
+@contextmanager
+def running_tenant(
+    server: SimHandle,
+    label: str,
+    *,
+    request_log: Path | None = None,
+    allow_profile_errors: bool = False,
+) -> Iterator[SimTenant]:
+    """A new tenant of a running server for the block (named `label` and a random suffix,
+    so a session opened again gets a fresh one): to its clients what `running_sim` would
+    start, without a process of its own. Unless `allow_profile_errors`, a profile that
+    failed it during the block raises SimError on exit, as `running_sim` does."""
+    tenant = server.tenant(f"{label}-{secrets.token_hex(4)}", request_log)
+    yield tenant
+    if not allow_profile_errors:
+        tenant.check_no_profile_errors()
 
 
 def _command(

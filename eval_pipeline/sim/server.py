@@ -9,6 +9,14 @@ Admin: ``GET /_sim/health``, ``GET /_sim/counters``, ``GET /_sim/usage`` (unpric
 ``GET /_sim/bill``, ``POST /_sim/reset`` (bill, counters and occurrence memory; not the
 clock, nor the profile error count), ``POST /_sim/clock`` with ``{"date": "YYYY-MM-DD" | null}``.
 
+Tenants: ``POST /_sim/tenants`` with ``{"name": ..., "request_log": path | null}`` adds model
+endpoints under ``/t/<name>`` (``/t/<name>/v1/chat/completions``, ``/t/<name>/v1/messages``)
+with their own counters, occurrence memory, usage and request log, as a server of their own
+would have: what several call sessions of one run share is the process, not the state (two
+lanes send the same first request; in one state the second would be a retry of the first).
+A tenant bills on the server's clock, and its profile errors count in the server's
+counters; ``GET /_sim/tenants/<name>/counters`` gives its own.
+
 A profile that raises (or returns something that is not an outcome) is a bug in the
 simulator, not planted flakiness: it is counted apart (``profile_errors`` in the
 counters) and answered with a 500 whose error type is ``sim_profile_error`` and which
@@ -23,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import socket
 import sys
@@ -64,6 +74,9 @@ from eval_pipeline.sim.tokens import fit_reply, input_tokens
 from eval_pipeline.sim.wire_common import ParsedRequest
 
 LISTENING_PREFIX = "SIM LISTENING "
+TENANT_PREFIX = "/t"
+"""A tenant's model endpoints are under ``/t/<name>`` (``/t/<name>/v1/messages``, ...)."""
+TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SEED_HEADER = b"x-evalp-seed"
 PROFILE_ERROR_TYPE = "sim_profile_error"
 PROFILE_ERROR_HEADER = "x-evalp-sim-profile-error"
@@ -105,11 +118,14 @@ class Plan:
 
 
 class SimState:
-    """Profiles, counters, occurrence memory, clock and usage lines of one server process."""
+    """Profiles, counters, occurrence memory, clock and usage lines of one server process,
+    or of one of its tenants (`parent`: the server's own state, whose clock the tenant
+    bills on and whose count of profile errors includes the tenant's)."""
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, parent: SimState | None = None) -> None:
         discover_profiles(config.plugins)
         self.config = config
+        self.parent = parent
         self.seed = config.seed
         self.latency_s = config.latency_ms / 1000.0
         self.profiles: dict[str, Profile] = build_profiles(config.seed, config.profile_options)
@@ -151,6 +167,8 @@ class SimState:
         self._log.flush()
 
     def today(self) -> date:
+        if self.parent is not None:
+            return self.parent.today()
         return self.clock if self.clock is not None else datetime.now(UTC).date()
 
     def usage_lines(self) -> list[SimUsageLine]:
@@ -201,6 +219,9 @@ class SimState:
         """A bug in a profile: counted apart and answered with its own marker."""
         self.profile_errors += 1
         self.last_profile_error = f"profile {name!r} {what}"
+        if self.parent is not None:  # a simulator bug anywhere in the server is the server's
+            self.parent.profile_errors += 1
+            self.parent.last_profile_error = self.last_profile_error
         print(f"sim: PROFILE ERROR: {self.last_profile_error}", file=sys.stderr, flush=True)
         return ErrorStatus(
             status=500,
@@ -430,11 +451,28 @@ class _KeepRawSend:
     """
 
     def __init__(
-        self, app: Starlette, state: SimState, models: Mapping[str, ModelEndpoint]
+        self,
+        app: Starlette,
+        state: SimState,
+        models: Mapping[str, ModelEndpoint],
+        tenants: Mapping[str, SimState],
     ) -> None:
         self.app = app
         self.state = state
-        self.models = {path: ServerErrorMiddleware(endpoint) for path, endpoint in models.items()}
+        self.tenants = tenants
+        self.models: dict[str, ServerErrorMiddleware] = {}
+        self.add_models(models)
+
+    def close(self) -> None:
+        """Close the request logs of the server and of its tenants."""
+        self.state.close()
+        for tenant in self.tenants.values():
+            tenant.close()
+
+    def add_models(self, models: Mapping[str, ModelEndpoint]) -> None:
+        self.models.update(
+            (path, ServerErrorMiddleware(endpoint)) for path, endpoint in models.items()
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[_RAW_SEND] = send
@@ -446,9 +484,27 @@ class _KeepRawSend:
         await self.app(scope, receive, send)
 
 
+def _model_endpoints(state: SimState, prefix: str = "") -> dict[str, ModelEndpoint]:
+    return {
+        f"{prefix}/v1/chat/completions": ModelEndpoint(state, "openai"),
+        f"{prefix}/v1/messages": ModelEndpoint(state, "anthropic"),
+    }
+
+
+def _counters(state: SimState) -> dict[str, Any]:
+    return {
+        "request_count": state.request_count,
+        "outcomes": dict(state.outcomes),
+        "billed": len(state.usage),
+        "profile_errors": state.profile_errors,
+        "last_profile_error": state.last_profile_error,
+    }
+
+
 def build_app(config: SimConfig) -> _KeepRawSend:
     """The ASGI application of one simulated provider."""
     state = SimState(config)
+    tenants: dict[str, SimState] = {}
 
     async def health(_: Request) -> JSONResponse:
         return JSONResponse(
@@ -463,15 +519,33 @@ def build_app(config: SimConfig) -> _KeepRawSend:
         )
 
     async def counters(_: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "request_count": state.request_count,
-                "outcomes": dict(state.outcomes),
-                "billed": len(state.usage),
-                "profile_errors": state.profile_errors,
-                "last_profile_error": state.last_profile_error,
-            }
-        )
+        return JSONResponse(_counters(state))
+
+    async def add_tenant(request: Request) -> JSONResponse:
+        try:
+            payload = await request.json()
+            name, log = payload["name"], payload.get("request_log")
+            if not isinstance(name, str) or not TENANT_NAME.fullmatch(name):
+                raise ValueError(f"name {name!r} is not {TENANT_NAME.pattern}")
+            if log is not None and not isinstance(log, str):
+                raise ValueError(f"request_log {log!r} is not a path")
+        except (ValueError, KeyError, TypeError) as exc:
+            return JSONResponse(
+                {"error": f'expected {{"name": ..., "request_log": path | null}}: {exc}'},
+                status_code=400,
+            )
+        if name in tenants:
+            return JSONResponse({"error": f"tenant {name!r} exists"}, status_code=409)
+        tenant = SimState(dataclasses.replace(config, request_log=log), parent=state)
+        tenants[name] = tenant
+        raw.add_models(_model_endpoints(tenant, f"{TENANT_PREFIX}/{name}"))
+        return JSONResponse({"name": name, "path": f"{TENANT_PREFIX}/{name}"})
+
+    async def tenant_counters(request: Request) -> JSONResponse:
+        tenant = tenants.get(request.path_params["name"])
+        if tenant is None:
+            return JSONResponse({"error": "no such tenant"}, status_code=404)
+        return JSONResponse(_counters(tenant))
 
     async def usage(_: Request) -> JSONResponse:
         return JSONResponse(
@@ -501,10 +575,7 @@ def build_app(config: SimConfig) -> _KeepRawSend:
         state.clock = day
         return JSONResponse({"date": day.isoformat() if day else None})
 
-    models = {
-        "/v1/chat/completions": ModelEndpoint(state, "openai"),
-        "/v1/messages": ModelEndpoint(state, "anthropic"),
-    }
+    models = _model_endpoints(state)
     app = Starlette(
         routes=[
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in models.items()),
@@ -514,10 +585,13 @@ def build_app(config: SimConfig) -> _KeepRawSend:
             Route("/_sim/bill", bill, methods=["GET"]),
             Route("/_sim/reset", reset, methods=["POST"]),
             Route("/_sim/clock", clock, methods=["POST"]),
+            Route("/_sim/tenants", add_tenant, methods=["POST"]),
+            Route("/_sim/tenants/{name}/counters", tenant_counters, methods=["GET"]),
         ]
     )
     app.state.sim = state
-    return _KeepRawSend(app, state, models)
+    raw = _KeepRawSend(app, state, models, tenants)
+    return raw
 
 
 class _Server(uvicorn.Server):
@@ -641,4 +715,4 @@ def serve(
             ).start()
         server.run(sockets=[sock])
     finally:
-        app.state.close()
+        app.close()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
+import pytest
 
 from eval_pipeline.defs.keys import (
     MODEL_LANE_RECORDS_ASSET,
@@ -25,6 +27,8 @@ from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, wo
 from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+from eval_pipeline.sim import process as sim_process
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline_tests.defs.conftest import NO_FAULTS, lane_resources
 
@@ -147,6 +151,46 @@ def test_a_partition_with_infrastructure_errors_is_healed_by_rematerializing_it(
     assert (2, "completed", failed) in attempts
     assert "infra_error" in {status for _, status, _ in attempts}
     assert outcomes == [("completed", 133)]
+
+
+def test_a_partitions_lanes_and_judge_share_one_simulated_provider_process(
+    lane_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each lane's session (and the judge's) is a tenant of one server the run starts, not
+    a server each (three processes a run before): each still has its own request log."""
+    started: list[dict[str, object]] = []
+    real = sim_process.running_sim
+
+    def counted(**kwargs: Any) -> Any:
+        started.append(kwargs)
+        return real(**kwargs)
+
+    key = dg.MultiPartitionKey({"model": "sim-strong", "seed": "0"})
+    with dg.DagsterInstance.local_temp(str(lane_home / "dagster_home")) as instance:
+        upstream = [world_asset, answer_key_asset, fixtures_asset, agent_world_asset]
+        assert dg.materialize(upstream, instance=instance, resources=lane_resources(lane_home))
+        instance.add_dynamic_partitions(MODELS_PARTITIONS, ["sim-strong"])
+        monkeypatch.setattr(sim_process, "running_sim", counted)
+        result = dg.materialize(
+            [lane_runs_asset], instance=instance, resources=lane_resources(lane_home),
+            partition_key=key,
+        )  # fmt: skip
+        assert result.success
+        meta = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in result.get_asset_materialization_events()
+        }
+    assert len(started) == 1, started
+    for lane in ("model_lane_runs", "product_lane_runs"):
+        run_id = str(meta[lane]["run_id"].value)
+        calls = len((lane_home / "runs" / run_id / SIM_REQUEST_LOG).read_text().splitlines())
+        journal = lane_home / "runs" / run_id / JOURNAL_NAME
+        sent = {json.loads(line)["envelope_id"] for line in journal.read_text().splitlines()}
+        assert calls > 0 and calls == len(sent), (lane, calls)  # each lane's own requests
+    judged = meta["product_lane_runs"]["judge_asked"].value
+    assert isinstance(judged, int) and judged > 0  # the judge's session was a tenant too
+    (judge_log,) = (lane_home / "runs").glob("judge-*/" + SIM_REQUEST_LOG)
+    assert judge_log.read_text().splitlines()
 
 
 def test_a_new_model_config_adds_its_partitions_through_the_sensor(lane_home: Path) -> None:

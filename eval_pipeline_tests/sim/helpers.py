@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from eval_pipeline.sim.process import SimHandle
+from eval_pipeline.sim.process import SimHandle, SimTenant
 
 FAKE_KEY = "sk-evalp-sim-test-FAKE-KEY-7c1e0b9a55d34f21"
 LOOKUP_SCHEMA: dict[str, Any] = {
@@ -68,7 +68,7 @@ def planted_body(wire: str, n: int, max_tokens: int = 64) -> dict[str, Any]:
 
 
 def post(
-    sim: SimHandle,
+    sim: SimHandle | SimTenant,
     wire: str,
     body: dict[str, Any],
     headers: dict[str, str] | None = None,
