@@ -52,12 +52,17 @@ def build_main_job(env: dict[str, str]) -> None:
     assert built.returncode == 0, built.stderr[-3000:]
 
 
-def small_world_env(home: Path) -> dict[str, str]:
+ONE_MODEL_SWEEP = "name: small\nmodels: [sim-strong]\nseeds: [0]\n"
+"""For tests of what a demo does to its state (kills, lost stores), not of comparing models:
+one lane partition instead of two."""
+
+
+def small_world_env(home: Path, sweep_config: str = SMALL_SWEEP) -> dict[str, str]:
     """The test's isolated state (see conftest) with a small world, for a fast demo."""
     config = home / "small-world.yaml"
     config.write_text(SMALL_WORLD)
     sweep = home / "small-sweep.yaml"
-    sweep.write_text(SMALL_SWEEP)
+    sweep.write_text(sweep_config)
     return {**os.environ, "EVALP_WORLD_CONFIG": str(config), "EVALP_SWEEP_CONFIG": str(sweep)}
 
 

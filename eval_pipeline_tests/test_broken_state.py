@@ -20,7 +20,7 @@ import pytest
 from eval_pipeline import paths
 from eval_pipeline.errors import NoSpaceError, StateError
 from eval_pipeline.warehouse import connect, write_tables
-from eval_pipeline_tests.demo_helpers import small_world_env
+from eval_pipeline_tests.demo_helpers import ONE_MODEL_SWEEP, small_world_env
 
 
 def evalp(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -240,7 +240,7 @@ def test_a_lost_mlflow_store_or_warehouse_is_rebuilt_not_reported_up_to_date(
     warehouse (and prints a run the store holds), instead of "up to date" and a run id that
     leads nowhere. Then the warehouse deleted: the next demo rebuilds it from the world's
     seed and the kept call journals, instead of "up to date" and a missing table."""
-    env = small_world_env(isolated_state)
+    env = small_world_env(isolated_state, ONE_MODEL_SWEEP)
     first = evalp(["demo"], env)
     assert first.returncode == 0, first.stderr
     headline = first.stdout[first.stdout.index("Headline") :].split("\n\n")[0]

@@ -21,6 +21,7 @@ import pytest
 from eval_pipeline import paths
 from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs
 from eval_pipeline_tests.demo_helpers import (
+    ONE_MODEL_SWEEP,
     billed_calls_missing_from_warehouse,
     fixture_problems,
     in_progress_runs,
@@ -125,7 +126,7 @@ def _unused_config_with_a_typo(home: Path) -> Path:
 @pytest.mark.timeout(900)  # eleven small-world demos: 150 s alone, 300 s beside two CI workers
 def test_evalp_demo_killed_at_ten_points(isolated_state: Path) -> None:
     env = {
-        **small_world_env(isolated_state),
+        **small_world_env(isolated_state, ONE_MODEL_SWEEP),
         "EVALP_MODELS_DIR": str(_unused_config_with_a_typo(isolated_state)),
     }
     codes = []

@@ -178,9 +178,12 @@ def test_a_nightly_tick_with_automations_on_ends_in_scores_gate_tracking_and_rep
             out, err = ui.communicate(timeout=120)
         runs = _runs(instance, began)
         results_id = results_run.dagster_run.run_id
-        assert {r.dagster_run.job_name for r in runs if r.dagster_run.run_id != results_id} == {
-            LANES_JOB
-        }
+        others = [r.dagster_run for r in runs if r.dagster_run.run_id != results_id]
+        assert {run.job_name for run in others} == {LANES_JOB}, [
+            (run.job_name, sorted(k.to_user_string() for k in run.asset_selection or ()), run.tags)
+            for run in others
+            if run.job_name != LANES_JOB
+        ]
         assert {
             r.dagster_run.tags.get("dagster/schedule_name")
             for r in runs
