@@ -7,12 +7,14 @@ each in a fresh copy of that state:
 
 - ours: `evalp sweep --models M --seeds S`, the command a user runs: its partitions go to
   Dagster's run queue (one backfill per provider), the daemon starts them within the queue's
-  limits, each run keeps its share of the provider's `max_in_flight`; then the results job.
+  limits, the runs share the provider's `max_in_flight` (one pool of slots on this machine);
+  then the results job.
 - serial: the path before the run queue: the lanes job in process, one partition after
   another, then the results job.
 
 The ideal for ours is every call's latency spread over the calls in flight across all runs
-(runs at once × each run's calls in flight), plus the serial floor (the case with the most
+(the provider's `max_in_flight`, or less when its runs at once cannot fill it), plus the
+serial floor (the case with the most
 turns, each a call, one after the other). Goals: ours <= 1.5 x the ideal, serial >= 4 x ours,
 and the projection of 20 models x 10 seeds at 5 s a call, with the shipped hosted-model
 configs' limits, <= 8 hours. Exits 1 on a missed goal; the last line is a summary.
@@ -164,21 +166,26 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from eval_pipeline.lanes.runner import LaneSettings
     from eval_pipeline.providers.config import scan_model_configs
-    from eval_pipeline.providers.run_limits import calls_in_flight_per_run, runs_at_once
+    from eval_pipeline.providers.run_limits import runs_at_once
 
     configs = scan_model_configs().configs
-    case_concurrency = LaneSettings.model_fields["concurrency"].default
+    # a lane run's two lanes each run this many cases at once, one call in flight each
+    calls_per_run = 2 * LaneSettings.model_fields["concurrency"].default
 
-    def in_flight_per_run(name: str) -> int:
-        config = configs[name]
-        return min(calls_in_flight_per_run(config.provider, config.max_in_flight), case_concurrency)
+    def provider_in_flight(provider: str, names: list[str], partitions: int) -> int:
+        """Calls in flight across the runs at once against `provider`: its runs at once (no
+        more than its partitions), each with as many calls as its cases allow, within the
+        config's `max_in_flight` (the runs of this machine share it as one pool)."""
+        runs = min(runs_at_once(provider), partitions)
+        return min(min(configs[name].max_in_flight for name in names), runs * calls_per_run)
 
     providers = {configs[m].provider for m in models}
-    # Calls in flight across every run at once: per provider, its runs at once (no more than
-    # its partitions) times each run's share.
     in_flight = sum(
-        min(runs_at_once(p), sum(len(seeds) for m in models if configs[m].provider == p))
-        * min(in_flight_per_run(m) for m in models if configs[m].provider == p)
+        provider_in_flight(
+            p,
+            [m for m in models if configs[m].provider == p],
+            sum(len(seeds) for m in models if configs[m].provider == p),
+        )
         for p in providers
     )
 
@@ -224,9 +231,7 @@ def main() -> int:
     # efficiency measured here against the ideal.
     hosted = [configs[name] for name in HOSTED]
     hosted_in_flight = sum(
-        runs_at_once(c.provider)
-        * min(calls_in_flight_per_run(c.provider, c.max_in_flight), case_concurrency)
-        for c in hosted
+        provider_in_flight(c.provider, [c.name], PROJECTED_MODELS * PROJECTED_SEEDS) for c in hosted
     )
     projected_calls = PROJECTED_MODELS * PROJECTED_SEEDS * statistics.median(calls_per_partition)
     projected_h = projected_calls * PROJECTED_LATENCY_S / hosted_in_flight * to_ideal / 3600

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     import duckdb
 
     from eval_pipeline.lanes.runner import LaneRunSummary, PartitionRequest
+    from eval_pipeline.providers.call_slots import RunSlots
     from eval_pipeline.providers.config import ModelConfig
-    from eval_pipeline.providers.harness import ProviderSlots
     from eval_pipeline.sim.process import SimHandle
 
 # The lanes' code (the agent loop, the SDKs, DuckDB, polars) is imported by the steps that
@@ -95,6 +95,7 @@ def _run_lanes(
     A simulated model is served by one simulated provider for the run: each lane's session
     and the judge's is a tenant of it (counters, occurrence memory, usage and request log of
     its own, as a server of its own had), not a process each."""
+    from eval_pipeline.defs.lane_resources import run_slots
     from eval_pipeline.lanes.runner import (
         LaneSettings,
         PartitionRequest,
@@ -109,8 +110,8 @@ def _run_lanes(
     config = scan_model_configs().require([model])[model]
     fixture_path = latest_path(context, FIXTURES_ASSET)
     agent_db = latest_path(context, AGENT_WORLD_ASSET) if "product" in lanes else ""
-    slots: dict[str, ProviderSlots] = {}
     with ExitStack() as serving:
+        slots = serving.enter_context(run_slots(context.instance))
         server = serving.enter_context(sim.serving_run()) if config.provider == SIMULATED else None
         with ExitStack() as stack:
             requests = []
@@ -164,7 +165,7 @@ def _run_lanes(
             )
             if request.lane == "product":
                 metadata["judge_asked"] = _judge_before_the_warehouse(
-                    context, request, config, outcome, sim, calls, server
+                    context, request, config, outcome, sim, calls, server, slots
                 )
             yield dg.MaterializeResult(asset_key=LANE_RUNS_ASSET[request.lane], metadata=metadata)
         if failed:
@@ -179,6 +180,7 @@ def _judge_before_the_warehouse(
     sim: SimulatedProvider,
     calls: ModelCallSettings,
     server: "SimHandle | None",
+    slots: "RunSlots",
 ) -> int:
     """The judge asked about the lane's judged replies here, where no pool is held, not in
     the warehouse step (`scoring.verdict_journal`). A judge that cannot be asked is left to
@@ -199,7 +201,7 @@ def _judge_before_the_warehouse(
             list(runs.values()),
             cases_under(paths.fixtures_root())(summary.fixture_id),
             judge,
-            judge_asker(sim, calls, judge, f"judge-{context.run.run_id}", server),
+            judge_asker(sim, calls, judge, f"judge-{context.run.run_id}", server, slots),
             f"judge-{context.run.run_id}",
         )
     except EvalPipelineError as error:

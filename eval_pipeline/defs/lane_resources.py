@@ -17,8 +17,9 @@ from eval_pipeline.sim import SIM_API_KEY
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.budget import BudgetGate
+    from eval_pipeline.providers.call_slots import RunSlots
     from eval_pipeline.providers.config import ModelConfig
-    from eval_pipeline.providers.harness import CallSession, ProviderSlots
+    from eval_pipeline.providers.harness import CallSession
     from eval_pipeline.scoring.grading import JudgeAsker, JudgeItems
     from eval_pipeline.scoring.judge import Judge
     from eval_pipeline.scoring.score import JudgeVerdict
@@ -100,6 +101,22 @@ class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
         return BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
 
 
+def run_slots(instance: dg.DagsterInstance) -> RunSlots:
+    """The run's calls in flight: when every run of the instance runs on this machine (the
+    default run launcher, or in process), a provider's whole `max_in_flight` is one pool
+    for all of them (`call_slots.MachineSlots`, in the instance's folder); elsewhere (a
+    launcher that may start runs on other machines) each run keeps its share."""
+    from eval_pipeline.providers.call_slots import RunSlots
+
+    local = instance.is_ephemeral or isinstance(instance.run_launcher, dg.DefaultRunLauncher)
+    root = instance.root_directory
+    return RunSlots(machine=Path(root) / MACHINE_SLOTS if local and root else None)
+
+
+MACHINE_SLOTS = "call-slots"
+"""The instance's folder of slot pools (one lock file per slot, a folder per provider)."""
+
+
 @contextmanager
 def model_session(
     sim: SimulatedProvider,
@@ -107,7 +124,7 @@ def model_session(
     *,
     run_id: str,
     configs: Mapping[str, ModelConfig],
-    slots: dict[str, ProviderSlots] | None = None,
+    slots: RunSlots | None = None,
     server: SimHandle | None = None,
 ) -> Iterator[CallSession]:
     """A call session for `configs` journaling under runs/<run_id>/, with the simulated
@@ -143,16 +160,18 @@ def judge_asker(
     judge: Judge,
     run_id: str,
     server: SimHandle | None = None,
+    slots: RunSlots | None = None,
 ) -> JudgeAsker:
     """Asks `judge` in a session of its own journaling under runs/<run_id>/ (opened only
-    when there is something to ask; a tenant of `server` when given)."""
+    when there is something to ask; a tenant of `server` when given; its calls in flight
+    among the run's `slots` when given)."""
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import judge_in_session
 
     def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:
         config = scan_model_configs().require([judge.model])[judge.model]
         with model_session(
-            sim, calls, run_id=run_id, configs={judge.model: config}, server=server
+            sim, calls, run_id=run_id, configs={judge.model: config}, server=server, slots=slots
         ) as session:
             return judge_in_session(session, config, judge, items)
 

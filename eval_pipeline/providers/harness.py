@@ -34,7 +34,6 @@ import logging
 import random
 import re
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -59,6 +58,7 @@ from eval_pipeline.providers.cache import (
     request_key,
     slot_of,
 )
+from eval_pipeline.providers.call_slots import CallSlots, RunSlots
 from eval_pipeline.providers.collector import calls_in_flight
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.envelope import (
@@ -88,7 +88,6 @@ from eval_pipeline.providers.labels import (
 )
 from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
 from eval_pipeline.providers.redact import Redactor, record_texts, redact_record
-from eval_pipeline.providers.run_limits import calls_in_flight_per_run
 from eval_pipeline.providers.transport import (
     AttemptOutcome,
     Transport,
@@ -188,79 +187,6 @@ def response_json(response: ModelResponse) -> str:
 
 
 _RESPONSE_JSON = ModelResponse.__pydantic_serializer__.to_json
-
-
-class ProviderSlots:
-    """A provider's limit on calls in flight: `asyncio.Semaphore`'s order, in O(1).
-
-    `asyncio.Semaphore` keeps a woken waiter in its queue until the waiter runs, and
-    finds the next one to wake by scanning the queue from the front, past every waiter
-    woken but not yet run: when a wave of replies lands in one turn of the event loop
-    (hundreds of calls in flight, thousands queued) that scan is quadratic in the wave.
-    Here a woken waiter leaves the queue and is counted (`_woken`) until it runs; the
-    rest is the semaphore's rule, step for step: a newcomer queues while any slot is
-    promised to a waiter (woken or not), a waiter that runs with a slot to spare wakes
-    the next, and one cancelled after being woken gives its slot back.
-    `test_provider_slots.py` checks the grants equal the semaphore's over generated
-    schedules of arrivals, holds and cancellations.
-    """
-
-    __slots__ = ("_free", "_waiters", "_woken")
-
-    def __init__(self, limit: int) -> None:
-        if limit < 0:
-            raise ValueError("a limit on calls in flight cannot be negative")
-        self._free = limit
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        """Waiters not woken yet, in arrival order (a cancelled one stays until skipped)."""
-        self._woken = 0
-
-    def locked(self) -> bool:
-        """Whether a newcomer must wait (the semaphore's `locked`)."""
-        return (
-            self._free == 0
-            or self._woken > 0
-            or any(not waiter.cancelled() for waiter in self._waiters)
-        )
-
-    async def acquire(self) -> None:
-        if not self.locked():
-            self._free -= 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if not waiter.cancelled():  # woken before the cancel landed: give the slot back
-                self._woken -= 1
-                self.release()
-            elif waiter in self._waiters:  # O(n), on cancellation only
-                self._waiters.remove(waiter)
-            raise
-        self._woken -= 1
-        if self._free > 0:
-            self._wake_next()
-
-    def release(self) -> None:
-        self._free += 1
-        self._wake_next()
-
-    def _wake_next(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():  # a cancelled waiter is skipped
-                self._free -= 1
-                self._woken += 1
-                waiter.set_result(None)
-                return
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self.release()
 
 
 def settled_cost(outcome: AttemptOutcome, actual: TierCost | None, worst: TierCost) -> Decimal:
@@ -895,7 +821,7 @@ class CallSession:
         api_keys: Mapping[str, str] | None = None,
         secrets: Iterable[str] = (),
         provider_limits: Mapping[str, int] | None = None,
-        slots: dict[str, ProviderSlots] | None = None,
+        slots: RunSlots | None = None,
         warehouse: Path | duckdb.DuckDBPyConnection | None = None,
         rng: random.Random | None = None,
         sleep: Sleep = asyncio.sleep,
@@ -913,7 +839,6 @@ class CallSession:
         self.clock = clock
         self.base_urls = dict(base_urls or {})
         self.api_keys = dict(api_keys or {})
-        self.provider_limits = dict(provider_limits or {})
         self.warehouse = warehouse
         self.rng = rng or random.Random()
         self.sleep = sleep
@@ -924,10 +849,10 @@ class CallSession:
         self.envelopes: list[CallEnvelope] = []
         self._clients: dict[str, ModelClient] = {}
         self._configs: dict[str, ModelConfig] = {}
-        self._slots: dict[str, ProviderSlots] = {} if slots is None else slots
-        """Per provider, the calls this run may have in flight; `slots` shares them with
-        other sessions of the run in the same event loop (a partition's two lanes), so one
-        lane's tail leaves its slots to the other."""
+        self._own_slots = slots is None
+        self._slots = RunSlots(provider_limits=provider_limits) if slots is None else slots
+        """Per provider, the calls this run may have in flight; `slots` (the caller's, who
+        closes them) shares them with other sessions of the run in the same event loop."""
         self._call_counts: dict[str, int] = {}
         self._progress: Progress | None = None
         self._task: Any = None
@@ -969,17 +894,9 @@ class CallSession:
         self._configs[config.name] = config
         return client
 
-    def slot(self, config: ModelConfig) -> ProviderSlots:
-        """This run's share of the provider's limit on calls in flight (shared by configs
-        of one provider; the run queue bounds the runs sharing it: `run_limits`)."""
-        slots = self._slots.get(config.provider)
-        if slots is None:
-            limit = self.provider_limits.get(
-                config.provider, calls_in_flight_per_run(config.provider, config.max_in_flight)
-            )
-            slots = ProviderSlots(limit)
-            self._slots[config.provider] = slots
-        return slots
+    def slot(self, config: ModelConfig) -> CallSlots:
+        """The calls in flight this run may have for the provider (`call_slots.RunSlots`)."""
+        return self._slots.for_config(config)
 
     def next_call_id(self, model: str, tag: CallTag, request_hash: str) -> str:
         """Deterministic across runs: the same calls in a replay get the same ids."""
@@ -1109,6 +1026,8 @@ class CallSession:
         for client in self._clients.values():
             await client.transport.close()
         self._clients.clear()
+        if self._own_slots:
+            self._slots.close()
         self.journal.close()
         crash_point("harness.before_load")
         if self.warehouse is not None and self.journal.path.exists():

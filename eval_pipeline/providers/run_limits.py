@@ -6,8 +6,11 @@ and each run bounds its own calls. The run queue starts at most `runs_at_once(pr
 runs tagged with a provider (`tag_concurrency_limits` on the run tag `evalp/provider`, in the
 local instance's dagster.yaml and in deploy/dagster.yaml alike), and each run keeps at most
 `calls_in_flight_per_run` calls in flight, so all of them together never exceed the config's
-limit. The queue's record of running runs is the limit shared between processes: no lock
-file or counter of ours is involved.
+limit. The queue's record of running runs is the limit shared between processes, on one
+machine or many. When every run is on this machine (Dagster's default run launcher, or in
+process) the runs share the provider's whole limit instead (`call_slots.MachineSlots`): a
+run then takes the slots the others leave idle, and the queue's limits only bound how many
+runs start.
 """
 
 from __future__ import annotations

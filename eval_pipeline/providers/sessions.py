@@ -8,8 +8,9 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from eval_pipeline.providers.budget import BudgetGate
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig, configured_keys, scan_model_configs
-from eval_pipeline.providers.harness import CallSession, ProviderSlots
+from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
 from eval_pipeline.sim.process import SimHandle, SimTenant, running_sim
 
@@ -35,7 +36,7 @@ def session_for(
     start_sim: StartSim | None = None,
     sim_api_key: str = SIM_API_KEY,
     warehouse: Path | None = None,
-    slots: dict[str, ProviderSlots] | None = None,
+    slots: RunSlots | None = None,
 ) -> Iterator[CallSession]:
     """A new (not yet entered) session journaling to `journal`; simulated configs point at
     a simulated provider started by `start_sim` (default: one logging nothing) and stopped

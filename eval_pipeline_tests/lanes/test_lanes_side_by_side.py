@@ -20,9 +20,10 @@ from eval_pipeline.lanes.runner import (
     PartitionRequest,
     execute_partitions,
 )
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig, scan_model_configs
 from eval_pipeline.providers.envelope import CallEnvelope
-from eval_pipeline.providers.harness import CallSession, ProviderSlots
+from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.run_limits import calls_in_flight_per_run
 from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.sim.process import running_sim
@@ -41,7 +42,7 @@ def _run_both(
     fixture_set: FixtureSet, agent_db: Path, root: Path, *, shared: bool
 ) -> tuple[list[LaneRunSummary | Exception], list[CallSession]]:
     config = _config()
-    slots: dict[str, ProviderSlots] = {}
+    slots = RunSlots()
     with ExitStack() as stack:
         requests: list[tuple[PartitionRequest, CallSession]] = []
         for lane, db in (("model", ""), ("product", str(agent_db))):
