@@ -10,8 +10,7 @@ in a sweep's last runs). There a slot is a lock file, a call in flight holds one
 when it ends, so a killed run's slots come back without anyone cleaning up.
 
 A process grants its own waiters first come, first served (call ids stay deterministic);
-when no slot is free it looks again every `POLL_S`, at a cost of one non-blocking `flock`
-per slot it does not hold.
+when no slot is free it looks again, less often the longer it finds none (`POLL_MAX_S`).
 """
 
 from __future__ import annotations
@@ -105,9 +104,12 @@ class ProviderSlots:
         self.release()
 
 
-POLL_S = 0.01
-"""How often a process with waiting calls looks for a slot another process freed (a call
-takes a model hundreds of milliseconds at least; 10 ms is noise beside it)."""
+POLL_S = 0.005
+POLL_MAX_S = 0.08
+"""A process with waiting calls looks for a slot another process freed after `POLL_S`,
+then twice as long after each look that found none, up to `POLL_MAX_S` (a look costs a
+`flock` per slot: 0.15 ms for 128; with many runs starved at once, one of them looks
+every few milliseconds). A process's own freed slots go straight to its waiters."""
 
 
 class MachineSlots:
@@ -192,14 +194,17 @@ class MachineSlots:
         """Hand slots other processes freed to this process's waiters, in order, until
         none waits."""
         waiters = self._waiters
+        pause = self._poll_s
         while waiters:
             if waiters[0].done():  # cancelled while waiting
                 waiters.popleft()
                 continue
             index = self._take()
             if index is None:
-                await asyncio.sleep(self._poll_s)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, max(POLL_MAX_S, self._poll_s))
                 continue
+            pause = self._poll_s
             waiters.popleft().set_result(index)
 
     async def __aenter__(self) -> None:
