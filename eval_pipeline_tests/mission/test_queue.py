@@ -271,7 +271,9 @@ def test_a_sweeps_partitions_run_at_once_and_the_providers_limit_holds_across_th
     run_ids = [r.dagster_run.run_id for r in runs]
     with duckdb.connect(str(paths.warehouse_path()), read_only=True) as conn:
         calls = conn.execute(
-            "select epoch_ms(started_at), elapsed_ms from runs.call_envelopes "
+            # to the microsecond: an attempt's span lies within its hold of a slot, and a
+            # slot handed on within the same millisecond would look like an overlap in ms
+            "select epoch_us(started_at) / 1000.0, elapsed_ms from runs.call_envelopes "
             "where lane in ('model', 'product') "
             "and regexp_extract(run_id, '[0-9a-f-]{36}$') in (select unnest(?::varchar[]))",
             [run_ids],
