@@ -25,7 +25,12 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.lane_assets import model_and_seed
-from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider, judge_asker
+from eval_pipeline.defs.lane_resources import (
+    ModelCallSettings,
+    SimulatedProvider,
+    judge_asker,
+    run_slots,
+)
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
@@ -81,13 +86,15 @@ def lane_scores(
     model, seed = model_and_seed(context)
     judge = load_judge()
     judge_run = f"judge-{context.run.run_id}"
-    ask = judge_asker(sim, calls, judge, judge_run)
     partition = Partition(lane=lane, model=model, seed=seed)
     cases = cases_under(Path(settings.fixtures_root))(partition_fixture_id(conn, partition))
     # what the lane step's judge ruled on, so only what it could not is asked here
     folder = partition_dir(lane, model, seed, paths.lanes_dir())
     store_journaled_verdicts(conn, folder, judge, cases, paths.runs_dir())
-    graded = grade_partition(conn, partition, cases, judge, ask)
+    # the judge's calls in flight as the lanes' are (this step holds the warehouse pool)
+    with run_slots(context.instance) as slots:
+        ask = judge_asker(sim, calls, judge, judge_run, slots=slots)
+        graded = grade_partition(conn, partition, cases, judge, ask)
     journal = paths.runs_dir() / judge_run / JOURNAL_NAME
     if journal.exists():
         load_journal(journal, conn)
