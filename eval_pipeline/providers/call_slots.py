@@ -19,12 +19,13 @@ import asyncio
 import fcntl
 import os
 import random
+import resource
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.errors import state_os_error
+from eval_pipeline.errors import StateError, state_os_error
 from eval_pipeline.providers.run_limits import calls_in_flight_per_run
 
 if TYPE_CHECKING:
@@ -112,6 +113,27 @@ then twice as long after each look that found none, up to `POLL_MAX_S` (a look c
 every few milliseconds). A process's own freed slots go straight to its waiters."""
 
 
+FILES_BESIDE_SLOTS = 256
+"""Open files a run needs beside its slot files (sockets, journals, the warehouse)."""
+
+
+def make_room_for_files(count: int) -> None:
+    """Raise this process's soft limit on open files toward its hard one when `count` more
+    files would not fit beside what a run holds; name the limit if even the hard one is
+    too low (instead of a run failing later on "Too many open files")."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = count + FILES_BESIDE_SLOTS
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise StateError(
+            f"a max_in_flight of {count} holds {count} slot files open, but this process may "
+            f"open only {hard} files (`ulimit -n`, with {FILES_BESIDE_SLOTS} kept for the run "
+            "itself): lower the model config's max_in_flight or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
 class MachineSlots:
     """`limit` calls in flight across the processes that open `folder` (slot files
     `slot-0000` … of it: a config with a lower limit uses the first ones only, so each
@@ -122,6 +144,7 @@ class MachineSlots:
     def __init__(self, folder: Path, limit: int, poll_s: float = POLL_S) -> None:
         if limit < 1:
             raise ValueError("a limit on calls in flight must be at least 1")
+        make_room_for_files(limit)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             self._fds = [

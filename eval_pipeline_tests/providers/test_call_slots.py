@@ -291,3 +291,44 @@ def test_a_run_on_this_machine_may_use_its_providers_whole_limit(tmp_path: Path)
         share = apart.for_config(model)
         assert isinstance(share, ProviderSlots)
         assert share._free == calls_in_flight_per_run("anthropic", 16) == 8
+
+
+SLOTS_UNDER_A_FILE_LIMIT = """
+import resource, sys
+from pathlib import Path
+from eval_pipeline.errors import StateError
+from eval_pipeline.providers.call_slots import MachineSlots
+soft, hard = int(sys.argv[2]), int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+try:
+    MachineSlots(Path(sys.argv[1]), 512).close()
+except StateError as error:
+    print(error)
+    raise SystemExit(2)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+def test_a_pool_raises_the_open_file_limit_it_needs_or_names_it(tmp_path: Path) -> None:
+    """512 slot files beside a run's own: a soft limit of 300 is raised (the hard one allows
+    it); a hard limit of 300 is named, with the setting to lower, before any file opens."""
+    import subprocess
+    import sys
+
+    raised = subprocess.run(
+        [sys.executable, "-c", SLOTS_UNDER_A_FILE_LIMIT, str(tmp_path / "a"), "300", "4096"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert raised.returncode == 0, raised.stderr[-2000:]
+    assert int(raised.stdout.split()[-1]) >= 512
+    refused = subprocess.run(
+        [sys.executable, "-c", SLOTS_UNDER_A_FILE_LIMIT, str(tmp_path / "b"), "300", "300"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr[-2000:]
+    assert "max_in_flight of 512" in refused.stdout and "300 files" in refused.stdout
+    assert not (tmp_path / "b").exists()
