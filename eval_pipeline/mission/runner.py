@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -249,6 +249,8 @@ def run_sweep(
         shown.begin(1 + len(models) * len(seeds))
         with dg.DagsterInstance.get() as instance:
             recovery = recover_after_crash(instance)
+            results_job = defs.resolve_job_def(RESULTS_JOB)
+            chain = ChainRequests(defs, instance, results_job)
             lanes = run_sweep_partitions(
                 instance, defs.resolve_job_def(LANES_JOB), sweep, shown, launched_by="evalp sweep"
             )
@@ -263,9 +265,63 @@ def run_sweep(
             )
             if not outcome.success:
                 return outcome
-            shown.step("results: summary, gate, tracking, report")
-            results = run_job(instance, defs.resolve_job_def(RESULTS_JOB), "evalp sweep")
+            requested = chain.requested()
+            shown.step(
+                "results: " + ", ".join(key.to_user_string() for key in requested)
+                if requested
+                else "results: not requested by their automation conditions (nothing new, or "
+                "a lane run still in progress)"
+            )
+            results = (
+                run_selection(instance, results_job, requested, "evalp sweep")
+                if requested
+                else _stored_outcome(instance, results_job, None)
+            )
             return dataclasses.replace(outcome, results=results, success=results.success)
+
+
+class ChainRequests:
+    """What the automation conditions declared on a job's assets (`defs.automation`) request
+    since this was made: the results the daemon's `evaluation_chain` sensor would run after a
+    night's lanes. Made before the lanes run (the conditions fire on what changed since an
+    evaluation), asked once they ended."""
+
+    def __init__(
+        self, defs: dg.Definitions, instance: dg.DagsterInstance, job: dg.JobDefinition
+    ) -> None:
+        self.defs, self.instance = defs, instance
+        self.keys = sorted(job.asset_layer.selected_asset_keys, key=lambda k: k.to_user_string())
+        self.selection = dg.AssetSelection.assets(*self.keys)
+        self._cursor = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=self.selection
+        ).cursor
+
+    def requested(self) -> list[dg.AssetKey]:
+        """The job's assets requested now (each unpartitioned: one run materializes them)."""
+        evaluated = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, asset_selection=self.selection,
+            cursor=self._cursor,
+        )  # fmt: skip
+        self._cursor = evaluated.cursor
+        return [key for key in self.keys if evaluated.get_num_requested(key)]
+
+
+def run_selection(
+    instance: dg.DagsterInstance,
+    job: dg.JobDefinition,
+    selection: Sequence[dg.AssetKey],
+    launched_by: str,
+) -> JobOutcome:
+    """`selection` of `job`'s assets in one run in process, quietly, tagged with the
+    command that started it."""
+    result = job.execute_in_process(
+        instance=instance,
+        raise_on_error=False,
+        tags={DEMO_TAG: launched_by},
+        run_config=QUIET,
+        asset_selection=list(selection),
+    )
+    return _job_outcome(result)
 
 
 def run_job(
