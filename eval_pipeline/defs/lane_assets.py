@@ -26,6 +26,7 @@ from eval_pipeline.defs.lane_resources import (
     SimulatedProvider,
     judge_asker,
     model_session,
+    run_slots,
 )
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.lane_records import Lane
@@ -95,7 +96,6 @@ def _run_lanes(
     A simulated model is served by one simulated provider for the run: each lane's session
     and the judge's is a tenant of it (counters, occurrence memory, usage and request log of
     its own, as a server of its own had), not a process each."""
-    from eval_pipeline.defs.lane_resources import run_slots
     from eval_pipeline.lanes.runner import (
         LaneSettings,
         PartitionRequest,

@@ -309,19 +309,21 @@ class ChainRequests:
 def run_selection(
     instance: dg.DagsterInstance,
     job: dg.JobDefinition,
-    selection: Sequence[dg.AssetKey],
+    selection: Sequence[dg.AssetKey] | None,
     launched_by: str,
+    partition: str | None = None,
 ) -> JobOutcome:
-    """`selection` of `job`'s assets in one run in process, quietly, tagged with the
-    command that started it."""
+    """`selection` of `job`'s assets (all of them if None) in one run in process, quietly,
+    tagged with the command that started it."""
     result = job.execute_in_process(
         instance=instance,
         raise_on_error=False,
         tags={DEMO_TAG: launched_by},
         run_config=QUIET,
-        asset_selection=list(selection),
+        partition_key=partition,
+        asset_selection=None if selection is None else list(selection),
     )
-    return _job_outcome(result)
+    return _job_outcome(result, partition=partition)
 
 
 def run_job(
@@ -362,15 +364,7 @@ def run_job(
     if progress is not None:
         shown = ", ".join(key.to_user_string() for key in selection) if selection else ""
         progress.step(f"{step} (only {shown})" if shown else step)
-    result = job.execute_in_process(
-        instance=instance,
-        raise_on_error=False,
-        tags={DEMO_TAG: launched_by},
-        run_config=QUIET,
-        partition_key=partition,
-        asset_selection=selection,
-    )
-    return _job_outcome(result, partition=partition)
+    return run_selection(instance, job, selection, launched_by, partition)
 
 
 def tracking_has_run() -> Callable[[str], bool]:

@@ -43,7 +43,7 @@ class ProviderSlots:
     rest is the semaphore's rule, step for step: a newcomer queues while any slot is
     promised to a waiter (woken or not), a waiter that runs with a slot to spare wakes
     the next, and one cancelled after being woken gives its slot back.
-    `test_provider_slots.py` checks the grants equal the semaphore's over generated
+    `test_call_slots.py` checks the grants equal the semaphore's over generated
     schedules of arrivals, holds and cancellations.
     """
 
@@ -259,19 +259,16 @@ class RunSlots:
     def for_config(self, config: ModelConfig) -> CallSlots:
         """The slots `config`'s calls take: on this machine, its provider's pool up to its own
         limit; as a share, its provider's (the first config of a provider sets the share)."""
-        machine = self.machine is not None and config.provider not in self.provider_limits
-        key = f"{config.provider}/{config.max_in_flight}" if machine else config.provider
+        given = self.provider_limits.get(config.provider)
+        pool = self.machine / config.provider if self.machine and given is None else None
+        key = config.provider if pool is None else f"{config.provider}/{config.max_in_flight}"
         slots = self._slots.get(key)
         if slots is None:
-            limit = self.provider_limits.get(config.provider)
-            if limit is not None:
-                slots = ProviderSlots(limit)
-            elif self.machine is not None:
-                slots = MachineSlots(self.machine / config.provider, config.max_in_flight)
+            if pool is not None:
+                slots = MachineSlots(pool, config.max_in_flight)
             else:
-                slots = ProviderSlots(
-                    calls_in_flight_per_run(config.provider, config.max_in_flight)
-                )
+                share = calls_in_flight_per_run(config.provider, config.max_in_flight)
+                slots = ProviderSlots(share if given is None else given)
             self._slots[key] = slots
         return slots
 
