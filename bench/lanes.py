@@ -1,174 +1,217 @@
-"""Both lanes over every case of the default fixture set, one model and seed, against the
-simulated provider at zero latency.
+"""Both lanes of one partition on the default world, the way a lane run executes them: the
+lanes job's lane-run assets in a Dagster run of their own (a fresh process each, in process
+on the run's instance), the simulated provider at zero latency, each lane at its configured
+concurrency (`LaneSettings.concurrency` cases at once), its tools over the agent database.
 
-Prints cases per second per lane, tool calls per second, and how each lane's wall time
-splits (measured warm: the SDK import and client set-up are paid by one call before the
-clock). Cases run one at a time, so wall = time inside model calls + time inside the tools
-+ the harness (the loop, guards, argument repair, journals and traces):
-- outside the provider = 1 - model calls / wall (the tools' own work included);
-- harness overhead = harness / wall, the tools' work excluded: at zero provider latency the
-  tools' DuckDB and polars work over 468k statement lines is the product doing its job,
-  measured on its own by the `run_sql` median (and bench/sql_tool.py), not harness cost.
-Goals: harness overhead <= 20% with sim-strong; `run_sql` median <= 5 ms on the default
-world. Exits 1 when a goal is missed. The last line is a one-line summary of ratios.
+Each round (a seed of its own, so every case runs) measures, interleaved:
+- the product lane alone and the model lane alone: cases per second from the case journal
+  (first case started to last case ended), tool calls and the time inside each tool from
+  the trace journal;
+- the floor of the `run_sql` calls the product lane made: the same queries again, one at a
+  time, through the tool on an idle machine (`alone`) and on a plain read-only DuckDB
+  connection (`floor`), so the tail the agent met reads against what the queries cost.
 
-    uv run python bench/lanes.py [--model sim-strong] [--seed 0] [--concurrency 1]
+Goals (issue 29): the product lane >= 15 cases/s; `run_sql` p95 as the agent met it
+<= 20 ms. Exits 1 when a goal is missed; the last line is a one-line summary of ratios.
+
+    uv run python bench/lanes.py [--model sim-strong] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
-OVERHEAD_GOAL = 0.20
-SQL_MEDIAN_GOAL_MS = 5.0
+PRODUCT_GOAL_CASES_S = 15.0
+SQL_P95_GOAL_MS = 20.0
+MAIN_JOB = (
+    "import dagster as dg; from eval_pipeline import paths; paths.prepared_dagster_home(); "
+    "from eval_pipeline.definitions import defs; from eval_pipeline.mission.runner import QUIET; "
+    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
+    "instance=dg.DagsterInstance.get(), raise_on_error=False, run_config=QUIET); "
+    "raise SystemExit(0 if r.success else 1)"
+)
+LANE_RUN = """
+import sys, dagster as dg
+from eval_pipeline.definitions import defs
+from eval_pipeline.mission.runner import QUIET
+asset, model, seed = sys.argv[1:4]
+with dg.DagsterInstance.get() as instance:
+    if model not in instance.get_dynamic_partitions("models"):
+        instance.add_dynamic_partitions("models", [model])
+    result = defs.resolve_job_def("lanes").execute_in_process(
+        instance=instance, partition_key=str(dg.MultiPartitionKey({"model": model, "seed": seed})),
+        asset_selection=[dg.AssetKey(asset)], run_config=QUIET, raise_on_error=False)
+    raise SystemExit(0 if result.success else 1)
+"""
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def lane_figures(folder: Path) -> dict[str, float | dict[str, list[float]] | list[str]]:
+    """A lane partition's cases per second and its tool calls, from its journals."""
+    from eval_pipeline.journal import read_records
+    from eval_pipeline.lane_records import CaseRun, TraceEvent
+    from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
+
+    runs = list(read_records(folder / CASES_JOURNAL, CaseRun))
+    starts = [datetime.fromisoformat(run.started_at).timestamp() for run in runs]
+    ends = [start + run.elapsed_ms / 1000 for start, run in zip(starts, runs, strict=True)]
+    wall = max(ends) - min(starts)
+    tools: dict[str, list[float]] = {}
+    queries: list[str] = []
+    for event in read_records(folder / TRACES_JOURNAL, TraceEvent):
+        if event.kind == "tool_result" and event.tool and "elapsed_ms" in event.data:
+            tools.setdefault(event.tool, []).append(float(event.data["elapsed_ms"]))
+        if event.kind == "tool_call" and event.tool == "run_sql":
+            queries.append(str(event.data["arguments"]["query"]))
+    return {"cases": len(runs), "wall_s": wall, "tools": tools, "queries": queries}
+
+
+def replay(agent_db: Path, queries: list[str]) -> tuple[list[float], list[float]]:
+    """Each query through the tool alone, then on a plain connection (the floor), in turn."""
+    import duckdb
+
+    from eval_pipeline.lanes.errors import SqlToolError
+    from eval_pipeline.lanes.sql_tool import ROW_LIMIT, AgentSql
+
+    alone: list[float] = []
+    floor: list[float] = []
+    with AgentSql(agent_db) as sql, duckdb.connect(str(agent_db), read_only=True) as plain:
+        for query in queries:
+            started = time.perf_counter()
+            with contextlib.suppress(SqlToolError):  # a refused query is answered too
+                sql.run(query)
+            alone.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            with contextlib.suppress(duckdb.Error):
+                plain.execute(query).fetchmany(ROW_LIMIT + 1)
+            floor.append((time.perf_counter() - started) * 1000)
+    return alone, floor
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="sim-strong")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from eval_pipeline import world_stages
-    from eval_pipeline.journal import read_records
-    from eval_pipeline.lane_records import TraceEvent
-    from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.lanes.runner import (
-        TRACES_JOURNAL,
-        LaneSettings,
-        partition_dir,
-        run_partition,
+    from eval_pipeline.lanes.runner import LaneSettings, partition_dir
+
+    home = Path(tempfile.mkdtemp(prefix="bench-lanes-"))
+    seeds = list(range(args.rounds))
+    (home / "sweep.yaml").write_text(
+        f"name: bench\nmodels: [{args.model}]\nseeds: [{', '.join(map(str, seeds))}]\n"
     )
-    from eval_pipeline.providers.config import load_model_configs
-    from eval_pipeline.providers.harness import CallSession, CallTag
-    from eval_pipeline.providers.types import Message, ModelRequest
-    from eval_pipeline.sim.process import running_sim
-    from eval_pipeline.warehouse import connect
-    from eval_pipeline.world.label import LabelWorld, load_label_config
-    from eval_pipeline.world.label.toolbox import LabelToolbox
+    env = {
+        **os.environ,
+        "EVALP_HOME": str(home),
+        "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
+        "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
+        "DAGSTER_HOME": str(home / "dagster_home"),
+        "EVALP_SWEEP_CONFIG": str(home / "sweep.yaml"),
+        "EVALP_SIM_LATENCY_MS": "0",
+    }
 
-    config = load_model_configs()[args.model]
-    work = Path(tempfile.mkdtemp(prefix="bench-lanes-"))
-    seed = load_label_config().seed
-    world = LabelWorld().generate(seed, 1.0)
-    key = LabelWorld().answer_key(world)
-    conn = connect(work / "warehouse.duckdb")
-    world_stages.store_world(conn, world)
-    conn.close()
-    agent_db = build_agent_world_db(work / "warehouse.duckdb", work / "agent")
-    fixture_set = world_stages.freeze_suite(world, key, work / "fixtures")
+    def run(command: list[str]) -> float:
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(done.stdout[-3000:], done.stderr[-3000:])
+            raise SystemExit(f"summary: {' '.join(command[:4])} failed (exit {done.returncode})")
+        return time.perf_counter() - started
 
-    results: dict[str, dict[str, float]] = {}
-    with running_sim() as sim, LabelToolbox(agent_db) as toolbox:
-        url = sim.anthropic_base_url if config.api == "anthropic_messages" else sim.openai_base_url
-        for lane in ("model", "product"):
+    run([sys.executable, "-c", MAIN_JOB])  # the default world, its fixtures, agent database
+    (agent_db,) = (home / "agent_world").glob("*/*.duckdb")
 
-            async def go(lane: str = lane) -> tuple[float, float, int, int]:
-                async with CallSession(
-                    run_id=f"bench-{lane}",
-                    journal_path=work / lane / "envelopes.jsonl",
-                    base_urls={config.name: url},
-                    api_keys={config.name: "sim"},
-                ) as session:
-                    # Warm: the SDK import and client set-up (seconds, once per process)
-                    # are not the harness's per-case cost; the first call pays them.
-                    await session.client(config).call(
-                        ModelRequest(
-                            messages=(Message(role="user", content="warm up"),), max_tokens=16
-                        ),
-                        CallTag(lane="warm-up", case_id="warm-up"),
-                    )
-                    session.envelopes.clear()
-                    started = time.perf_counter()
-                    summary = await run_partition(
-                        lane=lane,  # type: ignore[arg-type]
-                        config=config,
-                        seed=args.seed,
-                        fixture_set=fixture_set,
-                        session=session,
-                        settings=LaneSettings(lane=lane, concurrency=args.concurrency),  # type: ignore[arg-type]
-                        toolbox=toolbox if lane == "product" else None,
-                        folder=partition_dir(lane, config.name, args.seed, work / "lanes"),  # type: ignore[arg-type]
-                    )
-                    wall = time.perf_counter() - started
-                    in_calls = sum(e.elapsed_ms for e in session.envelopes) / 1000
-                    return wall, in_calls, summary.cases, summary.tool_calls
-
-            wall, in_calls, cases, tool_calls = asyncio.run(go())
-            in_tools = (
-                sum(
-                    float(event.data["elapsed_ms"])
-                    for event in read_records(
-                        partition_dir(lane, config.name, args.seed, work / "lanes")  # type: ignore[arg-type]
-                        / TRACES_JOURNAL,
-                        TraceEvent,
-                    )
-                    if event.kind == "tool_result"
-                )
-                / 1000
-            )
-            serial = args.concurrency == 1
-            results[lane] = {
-                "wall_s": wall,
-                "in_calls_s": in_calls,
-                "in_tools_s": in_tools,
-                "cases": cases,
-                "tool_calls": tool_calls,
-                "cases_per_s": cases / wall,
-                "tool_calls_per_s": tool_calls / wall,
-                "outside": max(0.0, 1 - in_calls / wall) if serial else float("nan"),
-                "overhead": max(0.0, 1 - (in_calls + in_tools) / wall) if serial else float("nan"),
-            }
-    sql_ms = [
-        float(event.data["elapsed_ms"])
-        for event in read_records(
-            partition_dir("product", config.name, args.seed, work / "lanes") / TRACES_JOURNAL,
-            TraceEvent,
+    product: list[float] = []
+    model: list[float] = []
+    met: list[float] = []
+    alone: list[float] = []
+    floor: list[float] = []
+    tool_ms: dict[str, list[float]] = {}
+    for seed in seeds:
+        figures = {}
+        for lane in ("product", "model"):
+            run([sys.executable, "-c", LANE_RUN, f"{lane}_lane_runs", args.model, str(seed)])
+            figures[lane] = lane_figures(partition_dir(lane, args.model, seed, home / "lanes"))  # type: ignore[arg-type]
+        product.append(float(figures["product"]["cases"]) / float(figures["product"]["wall_s"]))  # type: ignore[arg-type]
+        model.append(float(figures["model"]["cases"]) / float(figures["model"]["wall_s"]))  # type: ignore[arg-type]
+        tools = figures["product"]["tools"]
+        assert isinstance(tools, dict)
+        for tool, values in tools.items():
+            tool_ms.setdefault(tool, []).extend(values)
+        met.extend(tools.get("run_sql", []))
+        queries = figures["product"]["queries"]
+        assert isinstance(queries, list)
+        round_alone, round_floor = replay(agent_db, queries)
+        alone.extend(round_alone)
+        floor.extend(round_floor)
+        round_met = percentile(tools.get("run_sql", [0.0]), 0.95)
+        print(
+            f"round {seed}: product lane {product[-1]:.1f} cases/s, model lane "
+            f"{model[-1]:.1f} cases/s; run_sql p95 met {round_met:.1f} ms, alone "
+            f"{percentile(round_alone, 0.95):.1f} ms, floor {percentile(round_floor, 0.95):.1f} ms",
+            flush=True,
         )
-        if event.kind == "tool_result" and event.tool == "run_sql" and "elapsed_ms" in event.data
-    ]
-    sql_median = statistics.median(sql_ms) if sql_ms else float("nan")
 
+    concurrency = LaneSettings.model_fields["concurrency"].default
     print(
-        f"model {config.name} (simulated provider, zero latency), seed {args.seed}, default world"
+        f"model {args.model} (simulated provider, zero latency), default world, {concurrency} "
+        f"cases at once per lane, {args.rounds} rounds (medians):"
     )
-    for lane, r in results.items():
+    for tool, values in sorted(tool_ms.items()):
         print(
-            f"  {lane:<8} {int(r['cases'])} cases in {r['wall_s']:.2f} s = "
-            f"{r['cases_per_s']:.1f} cases/s; "
-            f"{int(r['tool_calls'])} tool calls = {r['tool_calls_per_s']:.1f}/s"
+            f"  {tool:<20} {len(values):>4} calls, {sum(values) / 1000:6.2f} s in all, median "
+            f"{statistics.median(values):6.1f} ms, p95 {percentile(values, 0.95):6.1f} ms, "
+            f"max {max(values):7.1f} ms"
         )
-        harness = r["wall_s"] - r["in_calls_s"] - r["in_tools_s"]
-        print(
-            f"           wall {r['wall_s']:.2f} s = model calls {r['in_calls_s']:.2f} s + tools "
-            f"{r['in_tools_s']:.2f} s + harness {harness:.2f} s; outside the provider "
-            f"{100 * r['outside']:.1f}% of wall, harness overhead {100 * r['overhead']:.1f}%"
+    product_s, model_s = statistics.median(product), statistics.median(model)
+    sql_p95 = percentile(met, 0.95)
+    alone_p95, floor_p95 = percentile(alone, 0.95), percentile(floor, 0.95)
+    print(
+        f"  run_sql p95: as the agent met it {sql_p95:.1f} ms = {sql_p95 / alone_p95:.1f} x "
+        f"the same queries alone through the tool ({alone_p95:.1f} ms) = "
+        f"{sql_p95 / floor_p95:.1f} x a plain DuckDB connection ({floor_p95:.1f} ms)"
+    )
+    missed = [
+        name
+        for name, ok in (
+            ("product lane cases/s", product_s >= PRODUCT_GOAL_CASES_S),
+            ("run_sql p95", sql_p95 <= SQL_P95_GOAL_MS),
         )
-    print(f"  run_sql as the agent met it: {len(sql_ms)} calls, median {sql_median:.2f} ms")
-    overhead = results["product"]["overhead"]
-    met_overhead = overhead <= OVERHEAD_GOAL
-    met_sql = sql_median <= SQL_MEDIAN_GOAL_MS
+        if not ok
+    ]
     print(
         json.dumps(
             {
-                "product_outside_provider": round(results["product"]["outside"], 3),
-                "product_harness_overhead": round(overhead, 3),
-                "overhead_goal": OVERHEAD_GOAL,
-                "run_sql_median_ms": round(sql_median, 2),
-                "run_sql_goal_ms": SQL_MEDIAN_GOAL_MS,
-                "goals_met": met_overhead and met_sql,
+                "product_cases_per_s": round(product_s, 1),
+                "model_cases_per_s": round(model_s, 1),
+                "run_sql_p95_ms": round(sql_p95, 1),
+                "run_sql_p95_alone_ms": round(alone_p95, 1),
+                "run_sql_p95_floor_ms": round(floor_p95, 1),
             }
         )
     )
-    return 0 if met_overhead and met_sql else 1
+    print(
+        f"summary: product lane {product_s:.1f} cases/s = {product_s / PRODUCT_GOAL_CASES_S:.2f} x "
+        f"the goal ({product_s / model_s:.2f} x the model lane); run_sql p95 {sql_p95:.1f} ms = "
+        f"{sql_p95 / SQL_P95_GOAL_MS:.2f} x the goal, {sql_p95 / floor_p95:.1f} x its floor"
+        + (f"; MISSED: {', '.join(missed)}" if missed else "; all goals met")
+    )
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":
