@@ -66,24 +66,29 @@ def test_the_calculators_ledgers_are_computed_once_a_world_and_read_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first toolbox computes them beside the agent database; the next reads the same
-    frames without running the engine; a folder a killed run left half-written is redone."""
+    frames without running the engine or reading the world's tables (a quarter second of
+    each product lane's first calculator call on the default world, with the lane's other
+    calls waiting); a folder a killed run left half-written is redone."""
     from eval_pipeline.world.label import toolbox
 
     world = dict(LabelWorld().generate(12, 0.05).tables)
     agent_db = tmp_path / "world-abc" / "world.duckdb"
     agent_db.parent.mkdir()
-    first = toolbox.calculator_ledgers(agent_db, world)
+    first = toolbox.calculator_ledgers(agent_db, lambda: world)
     (folder,) = agent_db.parent.glob(f"{toolbox.CALCULATOR_DIR}-*")
 
     def engine_must_not_run(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the engine ran again")
 
+    def world_must_not_be_read() -> dict[str, object]:
+        raise AssertionError("the world's tables were read again")
+
     monkeypatch.setattr(toolbox, "compute_truth", engine_must_not_run)
-    again = toolbox.calculator_ledgers(agent_db, world)
+    again = toolbox.calculator_ledgers(agent_db, world_must_not_be_read)  # type: ignore[arg-type]
     assert set(again) == set(first) == set(ARTIST_LEDGER_TABLES)
     assert all(again[name].equals(first[name]) for name in first)
     monkeypatch.undo()
     (folder / toolbox.DONE).unlink()  # killed before it finished
-    redone = toolbox.calculator_ledgers(agent_db, world)
+    redone = toolbox.calculator_ledgers(agent_db, lambda: world)
     assert all(redone[name].equals(first[name]) for name in first)
     assert (folder / toolbox.DONE).is_file()

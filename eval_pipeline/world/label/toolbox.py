@@ -21,7 +21,7 @@ import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,6 @@ class LabelToolbox(Toolbox):
         self.sql = AgentSql(agent_db)
         self._conn = open_agent_world_db(agent_db)
         self._agent_db = agent_db
-        self._world: dict[str, pl.DataFrame] | None = None
         self._by_artist: dict[str, dict[str, pl.DataFrame]] | None = None
 
     def close(self) -> None:
@@ -174,34 +173,36 @@ class LabelToolbox(Toolbox):
 
     # -- the calculator ---------------------------------------------------------------------
 
+    def _world_table(self, name: str) -> pl.DataFrame:
+        """One world table as polars frames read it (enum and categorical text as strings)."""
+        cursor = self._conn.cursor()
+        try:
+            frame = cursor.execute(f'SELECT * FROM "{name}"').pl()
+        finally:
+            cursor.close()
+        text = [c for c, t in frame.schema.items() if isinstance(t, pl.Enum | pl.Categorical)]
+        return frame.with_columns(pl.col(text).cast(pl.String))
+
     def _world_tables(self) -> dict[str, pl.DataFrame]:
-        with self._lock:
-            if self._world is None:
-                cursor = self._conn.cursor()
-                try:
-                    names = [t for (t,) in cursor.execute("SHOW TABLES").fetchall()]
-                    world = {}
-                    for name in names:
-                        frame = cursor.execute(f'SELECT * FROM "{name}"').pl()
-                        text = [
-                            c
-                            for c, t in frame.schema.items()
-                            if isinstance(t, pl.Enum | pl.Categorical)
-                        ]
-                        world[name] = frame.with_columns(pl.col(text).cast(pl.String))
-                finally:
-                    cursor.close()
-                self._world = world
-            return self._world
+        """Every world table (what the engine computes the ledgers from)."""
+        cursor = self._conn.cursor()
+        try:
+            names = [t for (t,) in cursor.execute("SHOW TABLES").fetchall()]
+        finally:
+            cursor.close()
+        return {name: self._world_table(name) for name in names}
 
     def _ledgers_by_artist(self) -> dict[str, dict[str, pl.DataFrame]]:
         """Each artist's rows of the calculator's ledgers (:func:`artist_part` of every
-        artist at once), from ledgers computed once a world (:func:`calculator_ledgers`)."""
-        world = self._world_tables()
+        artist at once), from ledgers computed once a world (:func:`calculator_ledgers`).
+        Only the contracts are read when the ledgers are on disk already: every world table
+        (half a million statement lines) was a quarter second of each run's first call,
+        with the run's other calculator calls waiting on it."""
         with self._lock:
             if self._by_artist is None:
                 self._by_artist = ledgers_by_artist(
-                    calculator_ledgers(self._agent_db, world), world["contracts"]
+                    calculator_ledgers(self._agent_db, self._world_tables),
+                    self._world_table("contracts"),
                 )
             return self._by_artist
 
@@ -271,11 +272,11 @@ DONE = "complete"
 
 
 def calculator_ledgers(
-    agent_db: Path, world: Mapping[str, pl.DataFrame]
+    agent_db: Path, world: Callable[[], Mapping[str, pl.DataFrame]]
 ) -> dict[str, pl.DataFrame]:
     """The ledgers the calculator reads (:data:`ARTIST_LEDGER_TABLES`) for the world in
     `agent_db`, computed once a world and engine version: the first lane run to need them
-    computes them from the world tables (never the answer key) under a lock on the agent
+    computes them from the world tables (`world()`, never the answer key) under a lock on the agent
     database's folder and keeps them beside it; every other run, at once or later, reads
     them. They are deterministic, and the engine's run was most of a product lane's tools."""
     from eval_pipeline.source_versions import plugin_source_version
@@ -290,7 +291,7 @@ def calculator_ledgers(
     with flocked(agent_db.parent, fcntl.LOCK_EX):
         if (folder / DONE).is_file():  # another run computed them while this one waited
             return read()
-        ledgers = compute_truth(world, None)
+        ledgers = compute_truth(world(), None)
         staging = folder.with_name(f".{folder.name}-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
