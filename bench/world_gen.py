@@ -1,9 +1,13 @@
 """Benchmark: world + answer key + suite, loaded into DuckDB, at 1x and 10x scale.
 
 Each measurement runs in a fresh subprocess (so peak RSS is that run's alone) and is
-repeated; the median is printed beside a floor measured in the same run: a bare polars
-generation of the same number of statement lines with a simplified ledger, loaded into
-DuckDB. Ratios, not absolute times, are what compare across machines.
+repeated, ours and the floor in turn; the median is printed beside the floor's: a bare
+polars generation of the same number of statement lines with a simplified ledger, loaded
+into DuckDB. Ours is the main job's path to its fixtures, the blocking fixtures check
+included. Ratios, not absolute times, are what compare across machines.
+
+Goals (issue 29): ours <= 5x the floor at 1x and <= 6x at 10x, peak <= 1.5 GB at 10x.
+Exits 1 when one is missed; the last line is a one-line summary.
 
     uv run python bench/world_gen.py [--scales 1 10] [--repeats 3] [--suite-free]
 
@@ -158,18 +162,36 @@ def run_child(kind: str, scale: float, lines: int, cases_file: Path) -> str:
     ).stdout
 
 
-def measure(
-    kind: str, scale: float, lines: int, repeats: int, cases_file: Path = Path()
+def child_figures(
+    kind: str, scale: float, lines: int, cases_file: Path = Path()
 ) -> dict[str, float]:
-    runs = []
-    for _ in range(repeats):
-        output = run_child(kind, scale, lines, cases_file)
-        runs.append(json.loads(output.strip().splitlines()[-1]))
+    return dict(json.loads(run_child(kind, scale, lines, cases_file).strip().splitlines()[-1]))
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
-GOAL_RATIO_1X = 3.0
-"""Ours at 1x within this multiple of the same-run floor (issue 12)."""
+def measure(
+    kind: str, scale: float, lines: int, repeats: int, cases_file: Path = Path()
+) -> dict[str, float]:
+    return medians([child_figures(kind, scale, lines, cases_file) for _ in range(repeats)])
+
+
+def measure_against_floor(scale: float, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Ours and the floor in turn, repeat by repeat, so a change in the machine's load
+    during the run hits both (the floor generates as many lines as ours made)."""
+    ours: list[dict[str, float]] = []
+    floor: list[dict[str, float]] = []
+    for _ in range(repeats):
+        ours.append(child_figures("ours", scale, 0))
+        floor.append(child_figures("floor", scale, int(ours[0]["lines"])))
+    return medians(ours), medians(floor)
+
+
+GOAL_RATIOS = {1.0: 5.0, 10.0: 6.0}
+"""Ours within this multiple of the same-run floor at each judged scale, the blocking
+fixtures check included (issue 29: the 1x goal of 3x was retired)."""
 GOAL_PEAK_MB_10X = 1536.0
 """Peak resident memory of the whole path at 10x (1.5 GB)."""
 
@@ -198,8 +220,7 @@ def main() -> int:
     peaks: dict[float, float] = {}
     suite_free: dict[float, float] = {}
     for scale in args.scales:
-        ours = measure("ours", scale, 0, args.repeats)
-        floor = measure("floor", scale, int(ours["lines"]), args.repeats)
+        ours, floor = measure_against_floor(scale, args.repeats)
         ratios[scale] = ours["total_s"] / floor["total_s"]
         peaks[scale] = ours["peak_rss_mb"]
         if args.suite_free:
@@ -222,8 +243,9 @@ def main() -> int:
             f"{ours['fixtures_mb']:.0f} (+ {ours['check_mb']:.0f})"
         )
     missed = []
-    if 1.0 in ratios and ratios[1.0] > GOAL_RATIO_1X:
-        missed.append(f"1x is {ratios[1.0]:.2f}x the floor (goal <= {GOAL_RATIO_1X:g}x)")
+    for scale, goal in GOAL_RATIOS.items():
+        if scale in ratios and ratios[scale] > goal:
+            missed.append(f"{scale:g}x is {ratios[scale]:.2f}x the floor (goal <= {goal:g}x)")
     if 10.0 in peaks and peaks[10.0] > GOAL_PEAK_MB_10X:
         missed.append(f"10x peaks at {peaks[10.0]:.0f} MB (goal <= {GOAL_PEAK_MB_10X:.0f} MB)")
     for problem in missed:
