@@ -100,6 +100,13 @@ def dagster_home() -> Path:
     return Path(override).resolve() if override else var_dir() / "dagster_home"
 
 
+def call_slots_dir(instance_root: Path | None = None) -> Path:
+    """The instance's pools of provider slots (`providers.call_slots.MachineSlots`: a folder
+    per provider, a lock file per slot), shared by every process calling a provider from
+    this machine: the instance's lane runs and `evalp`'s own calls."""
+    return (instance_root or dagster_home()) / "call-slots"
+
+
 def dagster_yaml() -> str:
     """The local instance's dagster.yaml: SQLite storage in its folder (Dagster's default),
     telemetry off, and the same run queue as deploy/dagster.yaml: runs from the UI, the

@@ -23,6 +23,7 @@ from eval_pipeline.defs.keys import (
     PRICE_BOOK_SOURCE,
 )
 from eval_pipeline.defs.lane_assets import latest_path
+from eval_pipeline.defs.lane_resources import run_slots
 from eval_pipeline.defs.tracking_assets import MlflowTracking
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve, scan_specs
 from eval_pipeline.source_versions import asset_code_version
@@ -77,7 +78,7 @@ def _arm_scores_asset(spec: ExperimentSpec, spec_version: str) -> dg.AssetsDefin
 
             current = load_spec(experiment)
             material, configs, judge = resolve(current)
-            with _refusal_as_failure():
+            with _refusal_as_failure(), run_slots(context.instance) as slots:
                 run = run_registered_arms(
                     tracking.client(),
                     current,
@@ -88,6 +89,7 @@ def _arm_scores_asset(spec: ExperimentSpec, spec_version: str) -> dg.AssetsDefin
                     fixtures=Path(latest_path(context, FIXTURES_ASSET)),
                     agent_db=Path(latest_path(context, AGENT_WORLD_ASSET)),
                     run_label=context.run.run_id[:8],
+                    slots=slots,
                 )
             return dg.MaterializeResult(metadata=_arms_metadata(run))
 

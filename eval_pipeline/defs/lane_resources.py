@@ -101,10 +101,6 @@ class ModelCallSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
         return BudgetGate(Decimal(self.budget_usd)) if self.budget_usd else None
 
 
-MACHINE_SLOTS = "call-slots"
-"""The instance's folder of slot pools (one lock file per slot, a folder per provider)."""
-
-
 def run_slots(instance: dg.DagsterInstance) -> RunSlots:
     """The run's calls in flight: when every run of the instance runs on this machine (the
     default run launcher, or in process), a provider's whole `max_in_flight` is one pool
@@ -114,7 +110,9 @@ def run_slots(instance: dg.DagsterInstance) -> RunSlots:
 
     local = instance.is_ephemeral or isinstance(instance.run_launcher, dg.DefaultRunLauncher)
     root = instance.root_directory
-    return RunSlots(machine=Path(root) / MACHINE_SLOTS if local and root else None)
+    if local and root:
+        return RunSlots(machine=paths.call_slots_dir(Path(root)))
+    return RunSlots(share=True)
 
 
 @contextmanager

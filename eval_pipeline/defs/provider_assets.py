@@ -14,7 +14,7 @@ from eval_pipeline.defs.keys import (
     PROVIDERS_GROUP,
     WAREHOUSE_POOL,
 )
-from eval_pipeline.defs.lane_resources import SimulatedProvider
+from eval_pipeline.defs.lane_resources import SimulatedProvider, run_slots
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.providers.calibration import (
     CALIBRATION_PLAN,
@@ -78,16 +78,20 @@ def provider_calibration_asset(
 
     # The sim keeps its own record of every request beside the journal: what the
     # provider saw and billed, to compare with what was journaled (even after a crash).
-    with session_for(
-        configs,
-        run_id=run_id,
-        journal=journal,
-        start_sim=lambda: sim.running(
-            profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
-        ),
-        sim_api_key=sim.api_key,
-        warehouse=Path(warehouse.path),
-    ) as session:
+    with (
+        run_slots(context.instance) as slots,
+        session_for(
+            configs,
+            run_id=run_id,
+            journal=journal,
+            start_sim=lambda: sim.running(
+                profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
+            ),
+            sim_api_key=sim.api_key,
+            warehouse=Path(warehouse.path),
+            slots=slots,
+        ) as session,
+    ):
 
         async def calibrate() -> list[PlantedCalibration]:
             async with session:

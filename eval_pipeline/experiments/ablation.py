@@ -169,6 +169,7 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
 
     from eval_pipeline import paths, world_stages
     from eval_pipeline.lanes.agent_db import build_agent_world_db
+    from eval_pipeline.providers.call_slots import RunSlots
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.sessions import session_for
     from eval_pipeline.scoring.judge import load_judge
@@ -179,9 +180,12 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
     fixture_set = world_stages.current_fixture_set(warehouse)
     agent_db = build_agent_world_db(warehouse, paths.agent_world_dir())
     root = paths.var_dir() / "ablation"
-    with session_for(
-        configs, run_id=f"ablation-{model}", journal=root / "envelopes.jsonl"
-    ) as session:
+    with (
+        RunSlots(machine=paths.call_slots_dir()) as slots,  # beside this machine's lane runs
+        session_for(
+            configs, run_id=f"ablation-{model}", journal=root / "envelopes.jsonl", slots=slots
+        ) as session,
+    ):
 
         async def go() -> AblationMatrix:
             async with session:

@@ -23,6 +23,7 @@ from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.sessions import SIMULATED
@@ -72,6 +73,7 @@ def run_arm(
     judge: Judge,
     run_id: str,
     root: Path | None = None,
+    slots: RunSlots | None = None,
 ) -> ArmResult:
     """Run (or heal) every seed of one arm and score its cases; the result file is
     replaced only once every seed has run."""
@@ -89,6 +91,7 @@ def run_arm(
         judge_config=configs[judge.model],
         run_id=run_id,
         journal=folder / "calls" / run_id / "envelopes.jsonl",
+        slots=slots,
     )
     scores = [score for score, _ in scored[arm]]
     result = ArmResult(

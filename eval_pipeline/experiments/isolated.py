@@ -28,6 +28,7 @@ from eval_pipeline.lanes.runner import (
     run_partition,
 )
 from eval_pipeline.products import ProductTools
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.scoring.grading import judged_replies
@@ -169,8 +170,10 @@ def run_and_score_in_session(
     run_id: str,
     journal: Path,
     only: Sequence[Case] | None = None,
+    slots: RunSlots | None = None,
 ) -> dict[str, list[tuple[CaseScore, CaseRun]]]:
-    """`run_and_score` in a call session of its own, journaled to `journal` (simulated
+    """`run_and_score` in a call session of its own (its calls in flight among the run's
+    `slots` when given, as in a Dagster run beside others), journaled to `journal` (simulated
     configs answered by a simulated provider started for it), for callers outside an event
     loop. A session holds one config per model name: two configurations of one model at
     different addresses (a deployed system) run in sessions of their own."""
@@ -185,7 +188,7 @@ def run_and_score_in_session(
             raise ConfigError(
                 f"model {config.name} is configured two ways in one session: run each in its own"
             )
-    with session_for(needed, run_id=run_id, journal=journal) as session:
+    with session_for(needed, run_id=run_id, journal=journal, slots=slots) as session:
 
         async def go() -> dict[str, list[tuple[CaseScore, CaseRun]]]:
             async with session:

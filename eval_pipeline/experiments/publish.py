@@ -36,6 +36,8 @@ from eval_pipeline.tracking.provenance import code_version
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
+    from eval_pipeline.providers.call_slots import RunSlots
+
 
 class ArmFigures(FrozenRecord):
     """One arm's case scores at a glance, as a run of the arm shows them."""
@@ -96,10 +98,12 @@ def run_registered_arms(
     fixtures: Path,
     agent_db: Path,
     run_label: str,
+    slots: RunSlots | None = None,
 ) -> ArmsRun:
     """Run each arm named, only against an unchanged registration on the fixture set at
     hand, so that every arm result is stamped with the registration it answers to.
-    `run_label` tells this run's arm runs apart from other runs of the same arms."""
+    `run_label` tells this run's arm runs apart from other runs of the same arms; `slots`
+    are the Dagster run's calls in flight."""
     fixture_set = load_fixtures(fixtures)
     registration = require_registration(client, spec, material, fixture_set.fixture_id)
     results = [
@@ -113,6 +117,7 @@ def run_registered_arms(
             configs=configs,
             judge=judge,
             run_id=f"{spec.id}-{arm}-{run_label}",
+            slots=slots,
         )
         for arm in arms
     ]

@@ -28,8 +28,9 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.lanes.runner import LaneSettings
-from eval_pipeline.paths import var_dir
+from eval_pipeline.paths import call_slots_dir, var_dir
 from eval_pipeline.products import ProductSpec
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
@@ -224,18 +225,20 @@ def run_subset(
         for name in models
         for lane in lanes
     ]
-    scored = run_and_score_in_session(
-        configurations,
-        seeds=seeds,
-        fixture_set=fixture_set,
-        agent_db=agent_db,
-        root=root,
-        judge=judge,
-        judge_config=configs[judge.model],
-        run_id=f"subset-{run_id}",
-        journal=root / "calls" / "envelopes.jsonl",
-        only=chosen,
-    )
+    with RunSlots(machine=call_slots_dir()) as slots:  # beside this machine's lane runs
+        scored = run_and_score_in_session(
+            configurations,
+            seeds=seeds,
+            fixture_set=fixture_set,
+            agent_db=agent_db,
+            root=root,
+            judge=judge,
+            judge_config=configs[judge.model],
+            run_id=f"subset-{run_id}",
+            journal=root / "calls" / "envelopes.jsonl",
+            only=chosen,
+            slots=slots,
+        )
     scores = [score for pairs in scored.values() for score, _ in pairs]
     result = SubsetResult(
         run_id=run_id,

@@ -245,20 +245,30 @@ class RunSlots:
     partition's two lanes: one lane's tail leaves its slots to the other).
 
     With `machine` (a folder of slot pools: every run of the instance runs on this
-    machine), a provider's whole `max_in_flight` is one pool for every process; without
-    it, the run keeps its share (`run_limits.calls_in_flight_per_run`). `provider_limits`
+    machine), a provider's whole `max_in_flight` is one pool for every process; with
+    `share` (a queued run that may sit on another machine), the run keeps its share
+    (`run_limits.calls_in_flight_per_run`); with neither (a process calling on its own,
+    outside the run queue), the whole `max_in_flight` is this process's. `provider_limits`
     sets a provider's limit for this run alone (a test's bound)."""
 
     def __init__(
-        self, machine: Path | None = None, provider_limits: Mapping[str, int] | None = None
+        self,
+        machine: Path | None = None,
+        provider_limits: Mapping[str, int] | None = None,
+        *,
+        share: bool = False,
     ) -> None:
+        if machine is not None and share:
+            raise ValueError("a run either shares the machine's pool or keeps a share")
         self.machine = machine
+        self.share = share
         self.provider_limits = dict(provider_limits or {})
         self._slots: dict[str, CallSlots] = {}
 
     def for_config(self, config: ModelConfig) -> CallSlots:
         """The slots `config`'s calls take: on this machine, its provider's pool up to its own
-        limit; as a share, its provider's (the first config of a provider sets the share)."""
+        limit; as a share or on its own, its provider's (the provider's first config sets
+        the limit)."""
         given = self.provider_limits.get(config.provider)
         pool = self.machine / config.provider if self.machine and given is None else None
         key = config.provider if pool is None else f"{config.provider}/{config.max_in_flight}"
@@ -267,8 +277,12 @@ class RunSlots:
             if pool is not None:
                 slots = MachineSlots(pool, config.max_in_flight)
             else:
-                share = calls_in_flight_per_run(config.provider, config.max_in_flight)
-                slots = ProviderSlots(share if given is None else given)
+                limit = (
+                    calls_in_flight_per_run(config.provider, config.max_in_flight)
+                    if self.share
+                    else config.max_in_flight
+                )
+                slots = ProviderSlots(limit if given is None else given)
             self._slots[key] = slots
         return slots
 

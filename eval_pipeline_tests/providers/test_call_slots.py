@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from eval_pipeline.providers.call_slots import MachineSlots, ProviderSlots, RunSlots
 from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.run_limits import calls_in_flight_per_run
 
 
@@ -287,10 +288,22 @@ def test_a_run_on_this_machine_may_use_its_providers_whole_limit(tmp_path: Path)
         judged = slots.for_config(judge)
         assert isinstance(judged, MachineSlots)
         assert sum(judged._take() is not None for _ in range(20)) == 4
-    with RunSlots() as apart:
+    with RunSlots(share=True) as apart:
         share = apart.for_config(model)
         assert isinstance(share, ProviderSlots)
         assert share._free == calls_in_flight_per_run("anthropic", 16) == 8
+
+
+def test_a_session_outside_the_run_queue_has_its_configs_whole_limit(tmp_path: Path) -> None:
+    """A call session given no run's slots (a script, a bench, `evalp` outside Dagster's
+    queue) is the only process of its run: it may have all of `max_in_flight` in flight.
+    It kept a queued run's share (16 // 8 = 2 for the simulated provider), so the harness
+    bench measured ours at an eighth of the calls in flight it was given."""
+    config = _config("simulated", 16)
+    session = CallSession(run_id="alone", journal_path=tmp_path / "envelopes.jsonl")
+    alone = session.slot(config)
+    assert isinstance(alone, ProviderSlots)
+    assert alone._free == 16
 
 
 SLOTS_UNDER_A_FILE_LIMIT = """

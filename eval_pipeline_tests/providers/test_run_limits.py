@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from eval_pipeline import paths
+from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.run_limits import (
@@ -70,6 +71,8 @@ def test_a_hosted_provider_has_a_run_limit_of_its_own() -> None:
 
 
 def test_a_sessions_calls_in_flight_are_its_runs_share(tmp_path: Path) -> None:
+    """A queued run that may sit on another machine keeps its share of the limit; a limit
+    given to the session itself (a test, a one-off script) is taken as is."""
     config = ModelConfig(
         name="m",
         api="anthropic_messages",
@@ -78,9 +81,8 @@ def test_a_sessions_calls_in_flight_are_its_runs_share(tmp_path: Path) -> None:
         api_key_env="ANTHROPIC_API_KEY",
         max_in_flight=16,
     )
-    session = CallSession(run_id="r", journal_path=tmp_path / "j.jsonl")
+    session = CallSession(run_id="r", journal_path=tmp_path / "j.jsonl", slots=RunSlots(share=True))
     assert asyncio.run(_free_slots(session, config)) == 16 // runs_at_once("anthropic") == 8
-    # a limit given to the session itself (a test, a one-off script) is taken as is
     given = CallSession(
         run_id="r", journal_path=tmp_path / "k.jsonl", provider_limits={"anthropic": 3}
     )
