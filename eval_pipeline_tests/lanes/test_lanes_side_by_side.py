@@ -25,8 +25,8 @@ from eval_pipeline.providers.config import ModelConfig, scan_model_configs
 from eval_pipeline.providers.envelope import CallEnvelope
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.run_limits import calls_in_flight_per_run
-from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.sim.process import running_sim
+from eval_pipeline.sim.sessions import session_for
 
 pytestmark = pytest.mark.slow  # two lanes over the small suite at 30 ms a call: ~10 s
 
@@ -42,7 +42,7 @@ def _run_both(
     fixture_set: FixtureSet, agent_db: Path, root: Path, *, shared: bool
 ) -> tuple[list[LaneRunSummary | Exception], list[CallSession]]:
     config = _config()
-    slots = RunSlots()
+    slots = RunSlots(share=True)  # a queued run's share of the provider's limit
     with ExitStack() as stack:
         requests: list[tuple[PartitionRequest, CallSession]] = []
         for lane, db in (("model", ""), ("product", str(agent_db))):
@@ -53,7 +53,7 @@ def _run_both(
                     run_id=run_id,
                     journal=root / "runs" / run_id / "envelopes.jsonl",
                     start_sim=lambda: running_sim(latency_ms=LATENCY_MS),
-                    slots=slots if shared else None,
+                    slots=slots if shared else RunSlots(share=True),
                 )
             )
             request = PartitionRequest(
