@@ -914,7 +914,7 @@ def _run_experiment_subset(
     from eval_pipeline.experiments.parity import parity_report, report_markdown
     from eval_pipeline.experiments.subset import new_run_id, subset_banner, subset_root
     from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.providers.sessions import SIMULATED
+    from eval_pipeline.providers.config import SIMULATED
     from eval_pipeline.scoring.gate import load_gate_config
 
     chosen = selection.choose(fixture_set.cases)

@@ -47,3 +47,16 @@ def test_the_case_model_and_its_readers_import_nothing_above_them() -> None:
         )
         == []
     )
+
+
+def test_the_model_call_layer_imports_nothing_of_the_simulator_scoring_or_the_lanes() -> None:
+    """Issue 29: the simulator's start is the caller's (`sim.sessions`), not the model-call
+    layer's; before, `providers/sessions.py` started it, and `sim/bill.py` imports
+    `providers.prices` back."""
+    assert (
+        offenders(
+            "eval_pipeline.providers",
+            ("eval_pipeline.sim", "eval_pipeline.scoring", "eval_pipeline.lanes"),
+        )
+        == []
+    )

@@ -102,9 +102,8 @@ def _run_lanes(
         execute_partitions,
         latest_runs,
     )
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.providers.config import SIMULATED, scan_model_configs
     from eval_pipeline.providers.labels import split_labels, top_failures
-    from eval_pipeline.providers.sessions import SIMULATED
 
     model, seed = model_and_seed(context)
     config = scan_model_configs().require([model])[model]

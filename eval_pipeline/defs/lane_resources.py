@@ -130,8 +130,8 @@ def model_session(
     a tenant of `server` when given (`SimulatedProvider.serving_run`), else a server of its
     own; `slots` are the run's calls in flight, shared with the run's other sessions."""
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME
-    from eval_pipeline.providers.sessions import StartSim, session_for
     from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_tenant
+    from eval_pipeline.sim.sessions import StartSim, session_for
 
     run_dir = paths.runs_dir() / run_id
     log = run_dir / SIM_REQUEST_LOG

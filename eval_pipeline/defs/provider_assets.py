@@ -65,8 +65,8 @@ def provider_calibration_asset(
     """The call classifier run on 24 failures planted in the simulated provider, through the
     real SDKs over HTTP in both wire formats; every envelope lands in runs.call_envelopes."""
     from eval_pipeline.providers.envelope_store import JOURNAL_NAME
-    from eval_pipeline.providers.sessions import session_for
     from eval_pipeline.sim.process import SIM_REQUEST_LOG
+    from eval_pipeline.sim.sessions import session_for
 
     run_id = f"calibration-{context.run.run_id}"
     run_dir = paths.runs_dir() / run_id

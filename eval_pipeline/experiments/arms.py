@@ -24,9 +24,8 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.call_slots import RunSlots
-from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.config import SIMULATED, ModelConfig
 from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.sessions import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import CaseScore

@@ -180,7 +180,7 @@ def run_and_score_in_session(
     import asyncio
 
     from eval_pipeline.errors import ConfigError
-    from eval_pipeline.providers.sessions import session_for
+    from eval_pipeline.sim.sessions import session_for
 
     needed: dict[str, ModelConfig] = {}
     for _, config, _ in [*configurations, ("judge", judge_config, None)]:

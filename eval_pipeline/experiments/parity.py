@@ -24,6 +24,7 @@ from typing import Literal
 
 from eval_pipeline import paths
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
+from eval_pipeline.providers.config import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.compare import case_values, category_gaps, paired_difference
@@ -320,7 +321,7 @@ def parity_report(
 
 
 def _provider(provider: str) -> str:
-    return "simulated provider" if provider == "simulated" else f"provider {provider}"
+    return "simulated provider" if provider == SIMULATED else f"provider {provider}"
 
 
 def _num(value: float | None, sign: bool = False) -> str:

@@ -31,8 +31,7 @@ from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.paths import call_slots_dir, var_dir
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.call_slots import RunSlots
-from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.sessions import SIMULATED
+from eval_pipeline.providers.config import SIMULATED, ModelConfig
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
 from eval_pipeline.scoring.compare import comparisons_text, lane_comparisons

@@ -25,14 +25,12 @@ from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
 from eval_pipeline.lanes.runner import LaneSettings
 from eval_pipeline.providers.budget import wire_output_limit, worst_case_input_tokens
-from eval_pipeline.providers.config import ModelConfig
+from eval_pipeline.providers.config import SIMULATED, ModelConfig
 from eval_pipeline.providers.prices import PriceBook
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.providers.wire import wire_body
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.judge import Judge
-
-SIMULATED = "simulated"
 
 
 class PlannedCalls(FrozenRecord):

@@ -22,6 +22,9 @@ from eval_pipeline.paths import models_dirs
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.records import FrozenRecord
 
+SIMULATED = "simulated"
+"""The provider name of the project's simulated provider (`eval_pipeline.sim`)."""
+
 NO_KEY_PLACEHOLDER = "no-key-configured"
 """Sent to keyless OpenAI-compatible servers (the SDK requires a non-empty string)."""
 

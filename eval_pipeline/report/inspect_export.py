@@ -28,6 +28,7 @@ import duckdb
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import LaneIdentity
+from eval_pipeline.providers.config import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.transcript import Transcript, read_transcripts
 from eval_pipeline.scoring.score import CaseScore
@@ -142,7 +143,7 @@ def eval_log(
         output_tokens=sum(t.run.output_tokens for t in transcripts),
         total_tokens=sum(t.run.input_tokens + t.run.output_tokens for t in transcripts),
     )
-    simulated = provider == "simulated"
+    simulated = provider == SIMULATED
     return EvalLog(
         status="success",
         eval=EvalSpec(

@@ -20,6 +20,7 @@ from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.experiments.parity import ParityReport, experiment_reports_dir
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lanes.store import distinct_call_counts, read_identities
+from eval_pipeline.providers.config import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import Provenance, RefBook, chain
 from eval_pipeline.report.sweep import SweepReport, build_sweep_report, headline_table
@@ -109,7 +110,7 @@ def read_report_inputs(
         settings_hashes=hashes,
         calls=distinct_call_counts(conn, hashes),
         simulated=all(
-            identities[h].config.get("provider") == "simulated"
+            identities[h].config.get("provider") == SIMULATED
             for key in hashes.values()
             for h in key
             if h in identities

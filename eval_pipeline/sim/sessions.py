@@ -1,5 +1,6 @@
 """A call session for a set of model configs, with the simulated provider running while
-any of them is simulated: one way to open one, for the lanes, the judge and the CLI."""
+any of them is simulated: one way to open one, for the lanes, the judge and the CLI. It
+lives with the simulator: the model-call layer (`providers/`) knows nothing of it."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.call_slots import RunSlots
-from eval_pipeline.providers.config import ModelConfig, configured_keys, scan_model_configs
+from eval_pipeline.providers.config import (
+    SIMULATED,
+    ModelConfig,
+    configured_keys,
+    scan_model_configs,
+)
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
 from eval_pipeline.sim.process import SimHandle, SimTenant, running_sim
-
-SIMULATED = "simulated"
-"""A placeholder, not a secret: the simulated provider ignores keys."""
 
 StartSim = Callable[[], AbstractContextManager[SimHandle | SimTenant]]
 """A simulated provider for a session's block: a server of its own, or a tenant of one

@@ -13,8 +13,8 @@ import pytest
 from eval_pipeline.experiments.ablation import ALL_GUARDS, MODEL_LANE, AblationMatrix, run_ablation
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.scoring.judge import load_judge
+from eval_pipeline.sim.sessions import session_for
 
 
 def ablate(model: str, fixture_set: FixtureSet, agent_db: Path, root: Path) -> AblationMatrix:

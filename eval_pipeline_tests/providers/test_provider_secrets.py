@@ -27,11 +27,11 @@ from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallResult, CallSession, CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
-from eval_pipeline.providers.sessions import session_for
 from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
+from eval_pipeline.sim.sessions import session_for
 from eval_pipeline_tests.providers.conftest import (
     FAKE_KEY,
     KEY_ENV,
