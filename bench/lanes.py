@@ -22,24 +22,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
+from bench_home import MAIN_JOB, environment, make_home, run
+
 PRODUCT_GOAL_CASES_S = 15.0
 SQL_P95_GOAL_MS = 20.0
-MAIN_JOB = (
-    "import dagster as dg; from eval_pipeline import paths; paths.prepared_dagster_home(); "
-    "from eval_pipeline.definitions import defs; from eval_pipeline.mission.runner import QUIET; "
-    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
-    "instance=dg.DagsterInstance.get(), raise_on_error=False, run_config=QUIET); "
-    "raise SystemExit(0 if r.success else 1)"
-)
 LANE_RUN = """
 import sys, dagster as dg
 from eval_pipeline.definitions import defs
@@ -110,30 +103,10 @@ def main() -> int:
 
     from eval_pipeline.lanes.runner import LaneSettings, partition_dir
 
-    home = Path(tempfile.mkdtemp(prefix="bench-lanes-"))
     seeds = list(range(args.rounds))
-    (home / "sweep.yaml").write_text(
-        f"name: bench\nmodels: [{args.model}]\nseeds: [{', '.join(map(str, seeds))}]\n"
-    )
-    env = {
-        **os.environ,
-        "EVALP_HOME": str(home),
-        "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
-        "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
-        "DAGSTER_HOME": str(home / "dagster_home"),
-        "EVALP_SWEEP_CONFIG": str(home / "sweep.yaml"),
-        "EVALP_SIM_LATENCY_MS": "0",
-    }
-
-    def run(command: list[str]) -> float:
-        started = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(done.stdout[-3000:], done.stderr[-3000:])
-            raise SystemExit(f"summary: {' '.join(command[:4])} failed (exit {done.returncode})")
-        return time.perf_counter() - started
-
-    run([sys.executable, "-c", MAIN_JOB])  # the default world, its fixtures, agent database
+    home = make_home(Path(tempfile.mkdtemp(prefix="bench-lanes-")), [args.model], seeds)
+    env = environment(home)
+    run([sys.executable, "-c", MAIN_JOB], env)  # the default world, its fixtures, agent database
     (agent_db,) = (home / "agent_world").glob("*/*.duckdb")
 
     product: list[float] = []
@@ -145,7 +118,7 @@ def main() -> int:
     for seed in seeds:
         figures = {}
         for lane in ("product", "model"):
-            run([sys.executable, "-c", LANE_RUN, f"{lane}_lane_runs", args.model, str(seed)])
+            run([sys.executable, "-c", LANE_RUN, f"{lane}_lane_runs", args.model, str(seed)], env)
             figures[lane] = lane_figures(partition_dir(lane, args.model, seed, home / "lanes"))  # type: ignore[arg-type]
         product.append(float(figures["product"]["cases"]) / float(figures["product"]["wall_s"]))  # type: ignore[arg-type]
         model.append(float(figures["model"]["cases"]) / float(figures["model"]["wall_s"]))  # type: ignore[arg-type]

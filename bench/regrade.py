@@ -38,15 +38,14 @@ at n = 1,000,000. Exits 1 when a goal is missed; the last line sums up the ratio
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import duckdb
+from bench_home import MAIN_JOB, environment, make_home, run
 from make_envelopes import DEFAULT_N, bench_cases_for, generate
 
 from eval_pipeline.lane_records import CASE_RUNS
@@ -58,13 +57,6 @@ GOAL_SECONDS = 10.0
 GOAL_RATIO = 3.0
 WHOLE_GOAL_RATIO = 3.0
 """`evalp regrade` end to end within this multiple of its floor (issue 29)."""
-MAIN_JOB = (
-    "import dagster as dg; from eval_pipeline import paths; paths.prepared_dagster_home(); "
-    "from eval_pipeline.definitions import defs; from eval_pipeline.mission.runner import QUIET; "
-    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
-    "instance=dg.DagsterInstance.get(), raise_on_error=False, run_config=QUIET); "
-    "raise SystemExit(0 if r.success else 1)"
-)
 WHOLE_FLOOR_TABLES = ("runs.call_envelopes", "runs.case_runs", "runs.case_scores")
 SAVED = "bench_stored_labels"
 LABEL_COLUMNS = ("label", "label_reason", "answer", "drop_cause")
@@ -143,31 +135,15 @@ def whole_floor(warehouse: Path) -> float:
 
 def measure_whole(args: argparse.Namespace) -> tuple[float, float, float]:
     """`evalp regrade` and its floor, alternating: (ours s, floor s, median ratio)."""
-    home = Path(tempfile.mkdtemp(prefix="bench-regrade-"))
-    (home / "sweep.yaml").write_text(
-        f"name: bench\nmodels: [{args.models}]\nseeds: [{args.seeds}]\n"
+    home = make_home(
+        Path(tempfile.mkdtemp(prefix="bench-regrade-")),
+        args.models.split(","),
+        args.seeds.split(","),
     )
-    env = {
-        **os.environ,
-        "EVALP_HOME": str(home),
-        "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
-        "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
-        "DAGSTER_HOME": str(home / "dagster_home"),
-        "EVALP_SWEEP_CONFIG": str(home / "sweep.yaml"),
-        "EVALP_SIM_LATENCY_MS": "0",
-    }
-
-    def run(command: list[str]) -> float:
-        started = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(done.stdout[-3000:], done.stderr[-3000:])
-            raise SystemExit(f"summary: {' '.join(command[:5])} failed (exit {done.returncode})")
-        return time.perf_counter() - started
-
+    env = environment(home)
     evalp = [sys.executable, "-m", "eval_pipeline.cli"]
-    run([sys.executable, "-c", MAIN_JOB])
-    run([*evalp, "sweep", "--models", args.models, "--seeds", args.seeds])
+    run([sys.executable, "-c", MAIN_JOB], env)
+    run([*evalp, "sweep", "--models", args.models, "--seeds", args.seeds], env)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         row = con.execute("SELECT count(*) FROM runs.call_envelopes").fetchone()
     envelopes = int(row[0]) if row else 0
@@ -175,7 +151,7 @@ def measure_whole(args: argparse.Namespace) -> tuple[float, float, float]:
     ours: list[float] = []
     floors: list[float] = []
     for repeat in range(1, args.repeats + 1):
-        ours.append(run([*evalp, "regrade"]))
+        ours.append(run([*evalp, "regrade"], env))
         floors.append(whole_floor(home / "warehouse.duckdb"))
         print(
             f"repeat {repeat}: evalp regrade {ours[-1]:6.2f} s   floor {floors[-1]:6.2f} s   "

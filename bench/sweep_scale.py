@@ -29,11 +29,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_home import MAIN_JOB, environment, make_home, run
 
 IDEAL_GOAL = 1.5
 SERIAL_GOAL = 4.0
@@ -42,14 +42,7 @@ PROJECTED_MODELS, PROJECTED_SEEDS, PROJECTED_LATENCY_S = 20, 10, 5.0
 HOSTED = ("claude-sonnet-4-5", "gpt-4.1")
 """The shipped hosted-model configs; the projection splits the 20 models evenly over their
 providers."""
-SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
-MAIN_JOB = (
-    "import dagster as dg; from eval_pipeline import paths; paths.prepared_dagster_home(); "
-    "from eval_pipeline.definitions import defs; "
-    "r = defs.resolve_job_def('evaluation_pipeline').execute_in_process("
-    "instance=dg.DagsterInstance.get(), raise_on_error=False); "
-    "raise SystemExit(0 if r.success else 1)"
-)
+SMALL_WORLD_CONFIG = "plugin: label\nseed: 12\nscale: 0.05\n"
 SERIAL = """
 import sys, dagster as dg
 from eval_pipeline.definitions import defs
@@ -70,29 +63,6 @@ with dg.DagsterInstance.get() as instance:
                                                            run_config=QUIET, raise_on_error=False)
     raise SystemExit(0 if r.success else 1)
 """
-
-
-def environment(home: Path, latency_ms: int) -> dict[str, str]:
-    return {
-        **os.environ,
-        "EVALP_HOME": str(home),
-        "EVALP_WAREHOUSE": str(home / "warehouse.duckdb"),
-        "EVALP_FIXTURES_ROOT": str(home / "fixtures"),
-        "DAGSTER_HOME": str(home / "dagster_home"),
-        "EVALP_WORLD_CONFIG": str(home / "small-world.yaml"),
-        "EVALP_SWEEP_CONFIG": str(home / "sweep.yaml"),
-        "EVALP_SIM_LATENCY_MS": str(latency_ms),
-    }
-
-
-def run(command: list[str], env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - started
-    if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-3000:])
-        raise SystemExit(f"summary: {' '.join(command[:4])} failed (exit {done.returncode})")
-    return took
 
 
 PROC_STAT = Path("/proc/stat")
@@ -153,13 +123,7 @@ def main() -> int:
     latency_s = args.latency_ms / 1000
 
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
-    base = root / "base"
-    base.mkdir()
-    (base / "small-world.yaml").write_text(SMALL_WORLD)
-    # the lanes' seed partitions come from the sweep config
-    (base / "sweep.yaml").write_text(
-        f"name: bench\nmodels: [{', '.join(models)}]\nseeds: [{', '.join(seeds)}]\n"
-    )
+    base = make_home(root / "base", models, seeds, SMALL_WORLD_CONFIG)
     python = sys.executable
     run([python, "-c", MAIN_JOB], environment(base, 0))
 
