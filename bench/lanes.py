@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -53,8 +54,24 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def lane_figures(folder: Path) -> dict[str, float | dict[str, list[float]] | list[str]]:
-    """A lane partition's cases per second and its tool calls, from its journals."""
+@dataclass(frozen=True)
+class LaneFigures:
+    """A lane partition's cases, wall time and tool calls, from its journals."""
+
+    cases: int
+    wall_s: float
+    tools: dict[str, list[float]]
+    """Milliseconds of each call, by tool."""
+    queries: list[str]
+    """The `run_sql` queries, in the order the agent sent them."""
+
+    @property
+    def cases_per_s(self) -> float:
+        return self.cases / self.wall_s
+
+
+def lane_figures(folder: Path) -> LaneFigures:
+    """A lane partition's figures: wall time from the first case started to the last ended."""
     from eval_pipeline.journal import read_records
     from eval_pipeline.lane_records import CaseRun, TraceEvent
     from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
@@ -70,7 +87,7 @@ def lane_figures(folder: Path) -> dict[str, float | dict[str, list[float]] | lis
             tools.setdefault(event.tool, []).append(float(event.data["elapsed_ms"]))
         if event.kind == "tool_call" and event.tool == "run_sql":
             queries.append(str(event.data["arguments"]["query"]))
-    return {"cases": len(runs), "wall_s": wall, "tools": tools, "queries": queries}
+    return LaneFigures(cases=len(runs), wall_s=wall, tools=tools, queries=queries)
 
 
 def replay(agent_db: Path, queries: list[str]) -> tuple[list[float], list[float]]:
@@ -116,20 +133,17 @@ def main() -> int:
     floor: list[float] = []
     tool_ms: dict[str, list[float]] = {}
     for seed in seeds:
-        figures = {}
+        figures: dict[str, LaneFigures] = {}
         for lane in ("product", "model"):
             run([sys.executable, "-c", LANE_RUN, f"{lane}_lane_runs", args.model, str(seed)], env)
-            figures[lane] = lane_figures(partition_dir(lane, args.model, seed, home / "lanes"))  # type: ignore[arg-type]
-        product.append(float(figures["product"]["cases"]) / float(figures["product"]["wall_s"]))  # type: ignore[arg-type]
-        model.append(float(figures["model"]["cases"]) / float(figures["model"]["wall_s"]))  # type: ignore[arg-type]
-        tools = figures["product"]["tools"]
-        assert isinstance(tools, dict)
+            figures[lane] = lane_figures(partition_dir(lane, args.model, seed, home / "lanes"))
+        product.append(figures["product"].cases_per_s)
+        model.append(figures["model"].cases_per_s)
+        tools = figures["product"].tools
         for tool, values in tools.items():
             tool_ms.setdefault(tool, []).extend(values)
         met.extend(tools.get("run_sql", []))
-        queries = figures["product"]["queries"]
-        assert isinstance(queries, list)
-        round_alone, round_floor = replay(agent_db, queries)
+        round_alone, round_floor = replay(agent_db, figures["product"].queries)
         alone.extend(round_alone)
         floor.extend(round_floor)
         round_met = percentile(tools.get("run_sql", [0.0]), 0.95)
