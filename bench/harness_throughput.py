@@ -59,7 +59,7 @@ from eval_pipeline.paths import PROJECT_ROOT, var_dir
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession, CallTag
-from eval_pipeline.providers.transport import TransportKind, make_transport
+from eval_pipeline.providers.transport_factory import TransportKind, make_transport
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.sim.process import SimHandle, running_sim
 

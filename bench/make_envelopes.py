@@ -59,9 +59,9 @@ from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
 from eval_pipeline.lane_records import CASE_RUNS
 from eval_pipeline.lanes.store import ensure_lane_tables
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
-from eval_pipeline.providers.envelope_store import COLUMNS, TABLE, ensure_envelope_table
 from eval_pipeline.providers.labels import tool_call_problem
 from eval_pipeline.providers.types import Message, ToolCall, ToolSpec
+from eval_pipeline.warehouse.envelopes import COLUMNS, TABLE, ensure_envelope_table
 from eval_pipeline.world.label import LabelWorld
 
 DEFAULT_N = 1_000_000

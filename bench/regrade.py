@@ -50,8 +50,8 @@ from make_envelopes import DEFAULT_N, bench_cases_for, generate
 
 from eval_pipeline.lane_records import CASE_RUNS
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
-from eval_pipeline.providers.envelope_store import TABLE
 from eval_pipeline.scoring.relabel import RELABELLED_LANES, RelabelReport, relabel_envelopes
+from eval_pipeline.warehouse.envelopes import TABLE
 
 GOAL_SECONDS = 10.0
 GOAL_RATIO = 3.0

@@ -120,10 +120,10 @@ def import_closure(roots: Iterable[str], package_dir: Path = PACKAGE_DIR) -> dic
 
 def source_version(*roots: str, package_dir: Path = PACKAGE_DIR) -> str:
     """SHA-256 (first 16 hex characters) over the names and bytes of `import_closure`."""
-    return _closure_version(import_closure(roots, package_dir))
+    return closure_version(import_closure(roots, package_dir))
 
 
-def _closure_version(closure: dict[str, Path]) -> str:
+def closure_version(closure: dict[str, Path]) -> str:
     hasher = hashlib.sha256()
     for name, file in closure.items():
         for part in (name.encode(), file.read_bytes()):
@@ -160,24 +160,3 @@ def _files_version(root: Path, stats: tuple[tuple[Path, int, int], ...]) -> str:
             hasher.update(len(part).to_bytes(8, "little"))
             hasher.update(part)
     return hasher.hexdigest()[:VERSION_CHARS]
-
-
-WORLD_REGISTRY = f"{PACKAGE}.world"
-"""The module that finds world plugins: code that imports it may run any installed world."""
-
-
-def asset_code_version(label: str, adapter_module: str) -> str:
-    """An asset's code version: a readable label (a stage, a spec's version) and the source
-    version of the adapter module that defines it (and so of everything it runs). When what
-    it runs finds world plugins, every installed world's versions and source are folded in:
-    a world's code is reached through its entry point, not through an import."""
-    closure = import_closure([adapter_module])
-    version = _closure_version(closure)
-    if WORLD_REGISTRY in closure:
-        from eval_pipeline.world import world_code_versions
-
-        hasher = hashlib.sha256(version.encode())
-        for world in world_code_versions():
-            hasher.update(b"\0" + world.encode())
-        version = hasher.hexdigest()[:VERSION_CHARS]
-    return f"{label}@{version}"

@@ -20,9 +20,9 @@ from eval_pipeline import paths
 from eval_pipeline.crashpoints import CRASH_ENV
 from eval_pipeline.defs.keys import MAIN_JOB
 from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs, load_fixtures
-from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journals, read_envelopes
+from eval_pipeline.providers.envelope import JOURNAL_NAME, read_journal
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
+from eval_pipeline.warehouse.envelopes import pending_journals, read_envelopes
 
 SMALL_WORLD = "plugin: label\nseed: 12\nscale: 0.05\n"
 SMALL_SWEEP = "name: small\nmodels: [sim-strong, sim-small]\nseeds: [0]\n"

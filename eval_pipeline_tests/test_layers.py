@@ -6,9 +6,11 @@ import what scores them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from eval_pipeline_tests.imports import PACKAGE, package_imports, within
+from eval_pipeline_tests.imports import PACKAGE, circles, import_graph, package_imports, within
 
 ABOVE_THE_LANES = (
     "eval_pipeline.scoring",
@@ -60,3 +62,23 @@ def test_the_model_call_layer_imports_nothing_of_the_simulator_scoring_or_the_la
         )
         == []
     )
+
+
+def test_no_module_of_the_package_imports_itself_through_others() -> None:
+    """Issue 29: ten modules (the warehouse, the lanes' and scores' tables, the harness, the
+    judge, the grading, the simulator's sessions) imported one another; the transport
+    contract and its two implementations did; the definitions' resources and the tracking
+    asset did; the world registry and the source hashing did. A lazy or type-only import
+    closes a circle too: the layers it crosses are the same."""
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle_closed_inside_a_function(tmp_path: Path) -> None:
+    package = tmp_path / "eval_pipeline"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "inner" / "__init__.py").write_text("from eval_pipeline.inner import low\n")
+    (package / "inner" / "low.py").write_text("def f():\n    from eval_pipeline import top\n")
+    (package / "top.py").write_text("from eval_pipeline.inner.low import f\n")
+    graph = import_graph(package, root=tmp_path)
+    assert circles(graph) == [["eval_pipeline.inner.low", "eval_pipeline.top"]]

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import source_versions
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.source_versions import (
     PACKAGE_DIR,
     SourceVersionError,
     _imported,
-    asset_code_version,
     import_closure,
     plugin_source_version,
     source_version,

@@ -28,7 +28,6 @@ import duckdb
 
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
-from eval_pipeline.providers.envelope_store import TABLE as ENVELOPES
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import (
     ComparisonNumberRef,
@@ -48,6 +47,7 @@ from eval_pipeline.scoring.compare import compare_models, format_comparison_stat
 from eval_pipeline.scoring.grading import Partition, rescore_stored
 from eval_pipeline.scoring.judge import Judge
 from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore
+from eval_pipeline.warehouse.envelopes import TABLE as ENVELOPES
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     EXPERIMENTS_GROUP,
@@ -23,10 +24,9 @@ from eval_pipeline.defs.keys import (
     PRICE_BOOK_SOURCE,
 )
 from eval_pipeline.defs.lane_assets import latest_path
-from eval_pipeline.defs.lane_resources import run_slots
-from eval_pipeline.defs.tracking_assets import MlflowTracking
+from eval_pipeline.defs.model_sessions import run_slots
+from eval_pipeline.defs.resources import MlflowTracking
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve, scan_specs
-from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
     from eval_pipeline.experiments.publish import ArmsRun, PublishedReport

@@ -25,8 +25,12 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.lane_assets import LANE_CODE_VERSION, lane_partitions, lane_records
-from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
-from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.defs.resources import (
+    ModelCallSettings,
+    ProjectSettings,
+    SimulatedProvider,
+    WarehouseResource,
+)
 from eval_pipeline.defs.score_assets import SCORES_CODE_VERSION, SCORES_LANE, lane_scores
 from eval_pipeline.lane_records import Lane
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline import paths
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.keys import (
     MODEL_CONFIGS_SOURCE,
     PLANTED_LABELS_RECOVERED,
@@ -14,8 +15,8 @@ from eval_pipeline.defs.keys import (
     PROVIDERS_GROUP,
     WAREHOUSE_POOL,
 )
-from eval_pipeline.defs.lane_resources import SimulatedProvider, run_slots
-from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.defs.model_sessions import run_slots
+from eval_pipeline.defs.resources import SimulatedProvider, WarehouseResource
 from eval_pipeline.providers.calibration import (
     CALIBRATION_PLAN,
     CALIBRATION_SIM_OPTIONS,
@@ -24,7 +25,6 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.source_versions import asset_code_version
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -64,9 +64,11 @@ def provider_calibration_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The call classifier run on 24 failures planted in the simulated provider, through the
     real SDKs over HTTP in both wire formats; every envelope lands in runs.call_envelopes."""
-    from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+    from eval_pipeline.crashpoints import crash_point
+    from eval_pipeline.providers.envelope import JOURNAL_NAME
     from eval_pipeline.sim.process import SIM_REQUEST_LOG
     from eval_pipeline.sim.sessions import session_for
+    from eval_pipeline.warehouse.envelopes import load_journal
 
     run_id = f"calibration-{context.run.run_id}"
     run_dir = paths.runs_dir() / run_id
@@ -88,7 +90,6 @@ def provider_calibration_asset(
                 profile_options=CALIBRATION_SIM_OPTIONS, request_log=run_dir / SIM_REQUEST_LOG
             ),
             sim_api_key=sim.api_key,
-            warehouse=Path(warehouse.path),
             slots=slots,
         ) as session,
     ):
@@ -98,6 +99,9 @@ def provider_calibration_asset(
                 return await calibrate_planted_configs(session, configs)
 
         reports = asyncio.run(calibrate())
+    crash_point("calibration.before_load")
+    if journal.exists():
+        load_journal(journal, Path(warehouse.path))
     mismatches = [f"{r.model}: {m}" for r in reports for m in r.mismatches]
     return dg.MaterializeResult(
         metadata={

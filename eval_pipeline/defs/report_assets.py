@@ -7,6 +7,7 @@ import json
 import dagster as dg
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.experiment_assets import parity_report_key
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
@@ -15,10 +16,8 @@ from eval_pipeline.defs.keys import (
     SWEEP_TRACKING_ASSET,
     WAREHOUSE_POOL,
 )
-from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.defs.tracking_assets import MlflowTracking
+from eval_pipeline.defs.resources import MlflowTracking, WarehouseResource
 from eval_pipeline.experiments.spec import scan_specs
-from eval_pipeline.source_versions import asset_code_version
 from eval_pipeline.tracking.provenance import code_version
 
 

@@ -13,6 +13,7 @@ import dagster as dg
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
 from eval_pipeline.defs.automation import AFTER_THE_LANES
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.keys import (
     GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
@@ -25,13 +26,13 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.lane_assets import model_and_seed
-from eval_pipeline.defs.lane_resources import (
+from eval_pipeline.defs.model_sessions import judge_asker, run_slots
+from eval_pipeline.defs.resources import (
     ModelCallSettings,
+    ProjectSettings,
     SimulatedProvider,
-    judge_asker,
-    run_slots,
+    WarehouseResource,
 )
-from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.scoring.gate import (
     CORE_RULE,
     DROP_RULE,
@@ -39,7 +40,6 @@ from eval_pipeline.scoring.gate import (
     INFRA_RULE,
     SECURITY_RULE,
 )
-from eval_pipeline.source_versions import asset_code_version
 
 if TYPE_CHECKING:
     import duckdb
@@ -73,7 +73,7 @@ def lane_scores(
     """The partition's cases in `lane` scored (the model lane: first action or direct
     answer; the product lane: exact, trace checks, judged prose); its metadata."""
     from eval_pipeline.lanes.runner import partition_dir
-    from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+    from eval_pipeline.providers.envelope import JOURNAL_NAME
     from eval_pipeline.scoring.grading import (
         Partition,
         cases_under,
@@ -82,6 +82,7 @@ def lane_scores(
     )
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.scoring.verdict_journal import store_journaled_verdicts
+    from eval_pipeline.warehouse.envelopes import load_journal
 
     model, seed = model_and_seed(context)
     judge = load_judge()

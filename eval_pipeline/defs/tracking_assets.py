@@ -1,42 +1,17 @@
-"""MLflow tracking in Dagster: one resource around one `MlflowClient`, and the sweep's
-tracking asset (a parent run per sweep, nested runs per lane × model × seed)."""
-
-from typing import TYPE_CHECKING
+"""The sweep's MLflow tracking asset: a parent run per sweep, nested runs per lane × model
+× seed (the resource around the client is `resources.MlflowTracking`)."""
 
 import dagster as dg
-from pydantic import PrivateAttr
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_SUMMARY_ASSET,
     SWEEP_TRACKING_ASSET,
     WAREHOUSE_POOL,
 )
-from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.source_versions import asset_code_version
-from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
-
-if TYPE_CHECKING:
-    from mlflow import MlflowClient
-
-
-class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Where runs are logged: empty `tracking_uri` means EVALP_MLFLOW_URI, else the
-    embedded SQLite store under var/mlflow/."""
-
-    tracking_uri: str = ""
-    _client: "MlflowClient | None" = PrivateAttr(default=None)
-
-    def store(self) -> TrackingStore:
-        return default_store(self.tracking_uri)
-
-    def client(self) -> "MlflowClient":
-        """The step's one client on the store, opened on first use (raises TrackingError
-        naming the URI when the store cannot be reached)."""
-        if self._client is None:
-            self._client = open_client(self.store())
-        return self._client
+from eval_pipeline.defs.resources import MlflowTracking, WarehouseResource
 
 
 @dg.asset(

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.keys import (
     ANSWER_KEY_ASSET,
     FIXTURES_ASSET,
@@ -14,7 +15,6 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
 from eval_pipeline.errors import FixtureIntegrityError
-from eval_pipeline.source_versions import asset_code_version
 from eval_pipeline.world import registered_worlds
 
 GENERATORS = "+".join(world.generator_version for world in registered_worlds().values())

@@ -131,12 +131,8 @@ def case_progress_columns() -> tuple[ProgressColumn, ...]:
     )
 
 
-def case_progress(session: CallSession) -> Progress:
-    return Progress(
-        *case_progress_columns(),
-        console=session.console or Console(stderr=True),
-        refresh_per_second=4,
-    )
+def case_progress() -> Progress:
+    return Progress(*case_progress_columns(), console=Console(stderr=True), refresh_per_second=4)
 
 
 def partition_dir(lane: Lane, model: str, seed: int, root: Path | None = None) -> Path:
@@ -251,7 +247,7 @@ async def run_partition(
             progress.advance(task)
             return run
 
-        with nullcontext(progress) if progress is not None else case_progress(session) as shown:
+        with nullcontext(progress) if progress is not None else case_progress() as shown:
             task = shown.add_task(f"{lane} lane {config.name} seed {seed}", total=len(to_run))
             fresh = await asyncio.gather(*(one(case, shown, task) for case in to_run))
     current = {**previous, **{run.case_id: run for run in fresh}}
@@ -376,7 +372,7 @@ def execute_partitions(
                 )
 
     async def go() -> list[LaneRunSummary | Exception]:
-        with case_progress(requests[0][1]) as progress:
+        with case_progress() as progress:
             outcomes = await asyncio.gather(
                 *(one(request, session, progress) for request, session in requests),
                 return_exceptions=True,

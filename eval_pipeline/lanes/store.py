@@ -28,8 +28,9 @@ from eval_pipeline.lane_records import (
     TraceEvent,
 )
 from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.warehouse import has_table, transaction, upsert_in_order
+from eval_pipeline.warehouse.envelopes import load_journal
 
 _CASE_COLUMNS = """
     run_id VARCHAR NOT NULL, lane VARCHAR NOT NULL, model VARCHAR NOT NULL,

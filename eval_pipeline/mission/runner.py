@@ -32,8 +32,8 @@ from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.locks import PROJECT_LOCK, project_lock
 from eval_pipeline.mission import up_to_date
-from eval_pipeline.providers.envelope_store import load_pending_journals
 from eval_pipeline.warehouse import created_at
+from eval_pipeline.warehouse.envelopes import load_pending_journals
 
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo

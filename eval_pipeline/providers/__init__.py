@@ -8,7 +8,8 @@ Dagster-free. The public surface (see docs/model-calls.md):
 - calling: `CallSession`, `ModelClient`, `CallTag`, `CallResult`, `BudgetGate`,
   `ResponseCache`;
 - labels: `classify`, `summarize`, `expect_answer`, `expect_tool_call`;
-- the warehouse: `load_journal`, `read_envelopes`, `infra_error_calls`, `CallEnvelope`.
+- what a call leaves: `CallEnvelope` (journaled per attempt; loading journals into the
+  warehouse is `eval_pipeline.warehouse.envelopes`'s, not this layer's).
 
 Names are imported on first use, so that importing one module (the simulated provider
 imports `prices`) does not load the rest.
@@ -46,9 +47,6 @@ _EXPORTS = {
     "expect_answer": "labels",
     "expect_tool_call": "labels",
     "LabelSummary": "labels",
-    "load_journal": "envelope_store",
-    "read_envelopes": "envelope_store",
-    "infra_error_calls": "envelope_store",
 }
 
 __all__ = [
@@ -74,12 +72,9 @@ __all__ = [
     "classify",
     "expect_answer",
     "expect_tool_call",
-    "infra_error_calls",
-    "load_journal",
     "load_model_config",
     "load_model_configs",
     "load_price_book",
-    "read_envelopes",
     "summarize",
 ]
 
@@ -93,11 +88,6 @@ if TYPE_CHECKING:
         load_model_configs,
     )
     from eval_pipeline.providers.envelope import CallEnvelope
-    from eval_pipeline.providers.envelope_store import (
-        infra_error_calls,
-        load_journal,
-        read_envelopes,
-    )
     from eval_pipeline.providers.harness import CallResult, CallSession, CallTag, ModelClient
     from eval_pipeline.providers.labels import (
         LabelSummary,

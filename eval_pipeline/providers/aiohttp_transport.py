@@ -1,7 +1,7 @@
 """The lean transport: Chat Completions over plain aiohttp, for OpenAI-compatible servers.
 
 Which configs use it: every `api: openai_compatible` config (vLLM, Ollama, llama.cpp, the
-simulated provider's OpenAI wire); see `transport.transport_kind`. Why: such a server needs
+simulated provider's OpenAI wire); see `transport_factory.transport_kind`. Why: such a server needs
 nothing the `openai` SDK adds (its auth is a bearer token, it has no versioning headers),
 and the SDK's request building is most of a call's CPU (3.8 million instructions a call
 through the SDK transport against 1.65 million through this one, counted by callgrind),

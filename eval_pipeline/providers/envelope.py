@@ -2,7 +2,7 @@
 
 The journal is a JSON-lines file per run, opened for append and flushed after every line,
 so a crash loses nothing that landed; it is loaded into the warehouse table
-`runs.call_envelopes` in batches (see :mod:`eval_pipeline.providers.envelope_store`), which
+`runs.call_envelopes` in batches (see :mod:`eval_pipeline.warehouse.envelopes`), which
 keeps the hot path free of the single-writer DuckDB file. The raw response body is kept
 so that any run can be re-graded without calling a model; request headers are never kept.
 """
@@ -13,7 +13,7 @@ import json
 import operator
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Set
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -111,6 +111,10 @@ envelope_texts = operator.attrgetter(*TEXT_FIELDS)
 """The text fields' values of an envelope, as a tuple (None where a field is unset)."""
 
 
+JOURNAL_NAME = "envelopes.jsonl"
+"""A run's envelope journal's file name, in the run's folder (`runs/<run id>/`)."""
+
+
 class EnvelopeJournal:
     """Append-only JSON-lines journal; each envelope is in the OS as it lands (one
     unbuffered write per line, no user-space buffer to flush).
@@ -197,3 +201,31 @@ def envelope_row(envelope: CallEnvelope) -> dict[str, object]:
     """The envelope as a flat JSON-compatible row (decimals as strings)."""
     row: dict[str, object] = json.loads(envelope.model_dump_json())
     return row
+
+
+UNGRADED_HERE = "graded by the scores"
+"""A final answer's label before scoring: right or wrong is the scores' to say."""
+
+
+def split_labels(
+    envelopes: Iterable[CallEnvelope], final_call_ids: Set[str]
+) -> dict[str, dict[str, int]]:
+    """The labels of a lane's calls (each call's last attempt), split: the calls that gave
+    a case its final answer (a drop, empty, truncated or schema label is the call's own;
+    right or wrong is decided by the scores, so such a call counts as `graded by the
+    scores` here), and the calls inside the loop (tool calls, labelled only for being
+    well-formed, never graded)."""
+    last: dict[str, tuple[int, str | None]] = {}
+    for envelope in envelopes:
+        seen = last.get(envelope.call_id)
+        if seen is None or envelope.attempt >= seen[0]:
+            last[envelope.call_id] = (envelope.attempt, envelope.label)
+    split: dict[str, dict[str, int]] = {"final_answer": {}, "inside_the_loop": {}}
+    for call_id, (_, label) in sorted(last.items()):
+        final = call_id in final_call_ids
+        if label is None and not final:
+            continue
+        group = split["final_answer" if final else "inside_the_loop"]
+        shown = label or UNGRADED_HERE
+        group[shown] = group.get(shown, 0) + 1
+    return split

@@ -32,22 +32,14 @@ import functools
 import hashlib
 import logging
 import random
-import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-import duckdb
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.fixtures.readers import read_answer_line
-from eval_pipeline.paths import runs_dir
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
     CachedReply,
@@ -68,7 +60,6 @@ from eval_pipeline.providers.envelope import (
     envelope_json,
     envelope_texts,
 )
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
 from eval_pipeline.providers.errors import (
     BudgetStoppedError,
     PriceError,
@@ -88,12 +79,8 @@ from eval_pipeline.providers.labels import (
 )
 from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
 from eval_pipeline.providers.redact import Redactor, record_texts, redact_record
-from eval_pipeline.providers.transport import (
-    AttemptOutcome,
-    Transport,
-    WireRequest,
-    make_transport,
-)
+from eval_pipeline.providers.transport import AttemptOutcome, Transport, WireRequest
+from eval_pipeline.providers.transport_factory import make_transport
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.records import FrozenRecord
 
@@ -158,12 +145,6 @@ def backoff_delay_s(
     jittered = ceiling * (1 - policy.jitter * rng.random())
     asked = (retry_after_ms or 0) / 1000
     return max(jittered, asked)
-
-
-def default_journal_path(run_id: str) -> Path:
-    """`<var>/runs/<run id made path-safe>/envelopes.jsonl`."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._") or "run"
-    return runs_dir() / safe / JOURNAL_NAME
 
 
 def utc_today() -> date:
@@ -705,7 +686,7 @@ class ModelClient:
         self._pending_template = pending
         try:
             session.record_pending(pending)
-            crash_point("harness.sending")
+            session.crash_point("harness.sending")
             sent_at = time.monotonic()
             clock_start = time.perf_counter()
             # Redacted where it enters the process: the envelope, the result's response,
@@ -803,15 +784,16 @@ class CallSession:
     """One run of model calls: journal, cache, budget, prices, limits, progress.
 
     Use as `async with CallSession(...) as session:`; on exit the SDK clients and the
-    journal are closed and, when `warehouse` is given, the journal is loaded into
-    `runs.call_envelopes`.
+    journal are closed. Where the journal goes and whether it is loaded into a warehouse
+    are the caller's (`warehouse.envelopes.load_journal`), as is showing progress
+    (`on_call_finished`, called once per finished call).
     """
 
     def __init__(
         self,
         *,
         run_id: str,
-        journal_path: Path | None = None,
+        journal_path: Path,
         price_book: PriceBook | None = None,
         budget: BudgetGate | None = None,
         cache: ResponseCache | None = None,
@@ -822,16 +804,16 @@ class CallSession:
         secrets: Iterable[str] = (),
         provider_limits: Mapping[str, int] | None = None,
         slots: RunSlots | None = None,
-        warehouse: Path | duckdb.DuckDBPyConnection | None = None,
         rng: random.Random | None = None,
         sleep: Sleep = asyncio.sleep,
-        console: Console | None = None,
+        on_call_finished: Callable[[CallResult], None] | None = None,
+        crash_point: Callable[[str], None] = lambda _point: None,
         fsync: bool = False,
     ) -> None:
         if cache_mode != "off" and cache is None:
             raise ProviderError(f"cache mode {cache_mode!r} needs a ResponseCache")
         self.run_id = run_id
-        self.journal = EnvelopeJournal(journal_path or default_journal_path(run_id), fsync=fsync)
+        self.journal = EnvelopeJournal(journal_path, fsync=fsync)
         self.price_book = price_book or load_price_book()
         self.budget = budget
         self.cache = cache
@@ -839,10 +821,12 @@ class CallSession:
         self.clock = clock
         self.base_urls = dict(base_urls or {})
         self.api_keys = dict(api_keys or {})
-        self.warehouse = warehouse
         self.rng = rng or random.Random()
         self.sleep = sleep
-        self.console = console
+        self.on_call_finished = on_call_finished
+        self.crash_point = crash_point
+        """Called with a point's name where a crash test may kill the process
+        (`eval_pipeline.crashpoints`, passed in by the sessions the pipeline opens)."""
         self.redact = Redactor([*self.api_keys.values(), *secrets])
         """Every key this session knows of, from its start: a reply from one client may
         echo another's key (`secrets`: every configured key, see `sessions.session_for`)."""
@@ -854,9 +838,6 @@ class CallSession:
         """Per provider, the calls this run may have in flight; `slots` (the caller's, who
         closes them) shares them with other sessions of the run in the same event loop."""
         self._call_counts: dict[str, int] = {}
-        self._progress: Progress | None = None
-        self._task: Any = None
-        self.loaded_rows = 0
 
     async def __aenter__(self) -> CallSession:
         calls_in_flight.enter()
@@ -964,7 +945,7 @@ class CallSession:
         lands; returns the envelope as recorded."""
         envelope = self._journal(envelope)
         self.envelopes.append(envelope)
-        crash_point("harness.landed")
+        self.crash_point("harness.landed")
         return envelope
 
     def record_pending(self, envelope: CallEnvelope) -> None:
@@ -973,28 +954,9 @@ class CallSession:
         self._journal(envelope)
 
     def finish(self, result: CallResult) -> CallResult:
-        if self._progress is not None:
-            self._progress.advance(self._task)
+        if self.on_call_finished is not None:
+            self.on_call_finished(result)
         return result
-
-    @contextmanager
-    def track(self, total: int, description: str) -> Iterator[None]:
-        """A progress bar on the console while `total` calls run (one per finished call)."""
-        console = self.console or Console(stderr=True)
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=console, refresh_per_second=4) as progress:
-            self._progress = progress
-            self._task = progress.add_task(description, total=total)
-            try:
-                yield
-            finally:
-                self._progress = None
-                self._task = None
 
     def summary(self) -> LabelSummary:
         """Labels, yield and accuracy-on-yield over every envelope recorded so far."""
@@ -1022,16 +984,13 @@ class CallSession:
         )
 
     async def aclose(self) -> None:
-        """Close SDK clients and the journal; load the journal into the warehouse if asked."""
+        """Close SDK clients and the journal."""
         for client in self._clients.values():
             await client.transport.close()
         self._clients.clear()
         if self._own_slots:
             self._slots.close()
         self.journal.close()
-        crash_point("harness.before_load")
-        if self.warehouse is not None and self.journal.path.exists():
-            self.loaded_rows = load_journal(self.journal.path, self.warehouse)
 
 
 async def gather_calls(

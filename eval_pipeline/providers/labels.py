@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from eval_pipeline.fixtures.case import AnswerKind
 from eval_pipeline.fixtures.readers import (
@@ -41,9 +41,6 @@ from eval_pipeline.fixtures.readers import (
 from eval_pipeline.fixtures.schema_check import schema_problem
 from eval_pipeline.providers.types import ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.records import FrozenRecord
-
-if TYPE_CHECKING:
-    from eval_pipeline.providers.envelope import CallEnvelope
 
 Label = Literal["drop", "empty", "truncated", "schema", "wrong", "right"]
 LABELS: tuple[Label, ...] = ("drop", "empty", "truncated", "schema", "wrong", "right")
@@ -331,31 +328,3 @@ def top_failures(
         FailureGroup(status=status, http_status=http, detail=detail, calls=n)
         for (status, http, detail), n in counts.most_common(limit)
     )
-
-
-UNGRADED_HERE = "graded by the scores"
-"""A final answer's label before scoring: right or wrong is the scores' to say."""
-
-
-def split_labels(
-    envelopes: Iterable[CallEnvelope], final_call_ids: Set[str]
-) -> dict[str, dict[str, int]]:
-    """The labels of a lane's calls (each call's last attempt), split: the calls that gave
-    a case its final answer (a drop, empty, truncated or schema label is the call's own;
-    right or wrong is decided by the scores, so such a call counts as `graded by the
-    scores` here), and the calls inside the loop (tool calls, labelled only for being
-    well-formed, never graded)."""
-    last: dict[str, tuple[int, str | None]] = {}
-    for envelope in envelopes:
-        seen = last.get(envelope.call_id)
-        if seen is None or envelope.attempt >= seen[0]:
-            last[envelope.call_id] = (envelope.attempt, envelope.label)
-    split: dict[str, dict[str, int]] = {"final_answer": {}, "inside_the_loop": {}}
-    for call_id, (_, label) in sorted(last.items()):
-        final = call_id in final_call_ids
-        if label is None and not final:
-            continue
-        group = split["final_answer" if final else "inside_the_loop"]
-        shown = label or UNGRADED_HERE
-        group[shown] = group.get(shown, 0) + 1
-    return split

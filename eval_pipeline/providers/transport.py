@@ -30,16 +30,12 @@ import json
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from eval_pipeline.errors import ConfigError
-from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.labels import FailureCause
 from eval_pipeline.providers.types import ModelRequest, ModelResponse
 from eval_pipeline.providers.wire import encode_wire_body
 from eval_pipeline.records import FrozenRecord
-
-TransportKind = Literal["aiohttp", "sdk"]
 
 
 @dataclass(frozen=True)
@@ -292,33 +288,3 @@ class Transport(Protocol):
     async def send(self, wire: WireRequest, request: ModelRequest) -> AttemptOutcome: ...
 
     async def close(self) -> None: ...
-
-
-def transport_kind(config: ModelConfig) -> TransportKind:
-    """Which transport sends the config's calls: plain aiohttp for OpenAI-compatible
-    servers (the SDK more than doubles a call's CPU and adds nothing such a server
-    needs), the official SDK for OpenAI and Anthropic themselves (their auth, versioning
-    headers and error mapping are the SDKs' to keep right)."""
-    return "aiohttp" if config.api == "openai_compatible" else "sdk"
-
-
-def make_transport(
-    config: ModelConfig, api_key: str, base_url: str | None, kind: TransportKind | None = None
-) -> Transport:
-    """The transport for the config (`kind` overrides `transport_kind`, for comparisons).
-
-    The SDKs and aiohttp are imported only here, so that importing the package does not
-    pay for them.
-    """
-    kind = kind or transport_kind(config)
-    if kind == "aiohttp":
-        if config.api == "anthropic_messages":
-            raise ConfigError(f"model {config.name}: the aiohttp transport speaks OpenAI only")
-        from eval_pipeline.providers import aiohttp_transport
-
-        return aiohttp_transport.OpenAICompatibleTransport(config, api_key, base_url)
-    from eval_pipeline.providers import sdk_transport
-
-    if config.api == "anthropic_messages":
-        return sdk_transport.AnthropicTransport(config, api_key, base_url)
-    return sdk_transport.OpenAITransport(config, api_key, base_url)

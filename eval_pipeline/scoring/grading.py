@@ -21,7 +21,7 @@ from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.lane_records import CASE_OUTCOMES, CaseRun
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.judge import (
     Judge,
@@ -42,6 +42,7 @@ from eval_pipeline.scoring.store import (
 from eval_pipeline.sim.process import SIM_REQUEST_LOG, running_sim
 from eval_pipeline.sim.sessions import session_for
 from eval_pipeline.warehouse import connect, has_table
+from eval_pipeline.warehouse.envelopes import load_journal
 
 JudgeItems = Mapping[str, tuple[Case, str | None]]
 JudgeAsker = Callable[[JudgeItems], Mapping[str, JudgeVerdict]]

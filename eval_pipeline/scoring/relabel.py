@@ -71,11 +71,11 @@ from eval_pipeline.fixtures.readers import (
     reads_json,
 )
 from eval_pipeline.lane_records import CASE_RUNS
-from eval_pipeline.providers.envelope_store import TABLE
 from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
 from eval_pipeline.providers.types import ModelRequest, ToolSpec
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse.envelopes import TABLE
 
 RELABELLED_LANES: tuple[str, ...] = ("model", "product")
 _LANES = ", ".join(f"'{lane}'" for lane in RELABELLED_LANES)

@@ -21,7 +21,8 @@ from eval_pipeline.fixtures.case import Case
 from eval_pipeline.fixtures.readers import case_currency, final_answer, grade_answer, read_value
 from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.trace_checks import SECURITY_CHECKS, Trace, run_checks
+from eval_pipeline.scoring.trace_checks import SECURITY_CHECKS, run_checks
+from eval_pipeline.traces import Trace
 
 SCORER_VERSION = "scorer-1"
 

@@ -18,9 +18,9 @@ import polars as pl
 
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lane_records import CASE_OUTCOMES, TRACE_EVENTS, CaseRun, FirstCall, TraceEvent
-from eval_pipeline.providers.envelope_store import OUTCOMES_VIEW
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
 from eval_pipeline.warehouse import has_table, transaction
+from eval_pipeline.warehouse.envelopes import OUTCOMES_VIEW
 
 CASE_SCORES = "runs.case_scores"
 _COLUMNS = """

@@ -20,11 +20,12 @@ import duckdb
 from eval_pipeline.fixtures.case import Case
 from eval_pipeline.journal import Journal, read_records
 from eval_pipeline.lane_records import CaseRun
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.grading import JudgeAsker, judged_replies
 from eval_pipeline.scoring.judge import Judge, store_verdicts
 from eval_pipeline.scoring.score import JudgeVerdict
+from eval_pipeline.warehouse.envelopes import load_journal
 
 VERDICTS_JOURNAL = "judge-verdicts.jsonl"
 

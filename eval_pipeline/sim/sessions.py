@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from eval_pipeline.crashpoints import crash_point
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import (
@@ -38,7 +39,6 @@ def session_for(
     budget: BudgetGate | None = None,
     start_sim: StartSim | None = None,
     sim_api_key: str = SIM_API_KEY,
-    warehouse: Path | None = None,
     slots: RunSlots | None = None,
 ) -> Iterator[CallSession]:
     """A new (not yet entered) session journaling to `journal`; simulated configs point at
@@ -63,6 +63,6 @@ def session_for(
             else {},
             api_keys={name: sim_api_key for name in fake},
             secrets=secrets,
-            warehouse=warehouse,
             slots=slots,
+            crash_point=crash_point,
         )

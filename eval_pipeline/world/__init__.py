@@ -22,7 +22,7 @@ from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
 
 if TYPE_CHECKING:
-    from eval_pipeline.scoring.trace_checks import Check
+    from eval_pipeline.traces import Check
 
 WORLDS_GROUP = "eval_pipeline.worlds"
 """The entry-point group a world plugin registers under (the built-in label world too):

@@ -36,8 +36,7 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import Journal
 from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL, LaneSettings, partition_dir
-from eval_pipeline.providers.envelope import EnvelopeJournal
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, insert_envelopes
+from eval_pipeline.providers.envelope import JOURNAL_NAME, EnvelopeJournal
 from eval_pipeline.report.refs import (
     EXPERIMENT_STATISTICS,
     ExperimentNumberRef,
@@ -56,6 +55,7 @@ from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore, score_case
 from eval_pipeline.tracking.provenance import code_version
 from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
 from eval_pipeline.warehouse import connect
+from eval_pipeline.warehouse.envelopes import insert_envelopes
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_run
 from eval_pipeline_tests.scoring.test_grading import warehouse

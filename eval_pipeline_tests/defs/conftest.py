@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.defs.lane_resources import ModelCallSettings, SimulatedProvider
-from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
-from eval_pipeline.defs.tracking_assets import MlflowTracking
+from eval_pipeline.defs.resources import (
+    MlflowTracking,
+    ModelCallSettings,
+    ProjectSettings,
+    SimulatedProvider,
+    WarehouseResource,
+)
 from eval_pipeline.paths import CONFIGS_DIR
 
 FLAKY_CONFIG = """\

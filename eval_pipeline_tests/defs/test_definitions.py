@@ -12,9 +12,8 @@ import pytest
 
 from eval_pipeline import world_stages
 from eval_pipeline.defs.keys import ANSWER_KEY_ASSET, FIXTURES_ASSET, MAIN_JOB, WORLD_ASSET
-from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
-from eval_pipeline.defs.resources import ProjectSettings, WarehouseResource
+from eval_pipeline.defs.resources import ProjectSettings, SimulatedProvider, WarehouseResource
 from eval_pipeline.defs.world_assets import (
     answer_key_asset,
     fixtures_asset,

@@ -40,9 +40,8 @@ from eval_pipeline_tests.demo_helpers import (
 KILLED_CALIBRATION = """
 import dagster as dg
 from eval_pipeline import paths
-from eval_pipeline.defs.lane_resources import SimulatedProvider
 from eval_pipeline.defs.provider_assets import provider_calibration_asset
-from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.defs.resources import SimulatedProvider, WarehouseResource
 
 with dg.DagsterInstance.get() as instance:
     dg.materialize(

@@ -27,7 +27,7 @@ from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, wo
 from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.sim import process as sim_process
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline_tests.defs.conftest import NO_FAULTS, lane_resources

@@ -38,6 +38,7 @@ from eval_pipeline.defs.lane_assets import (
 )
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.report_assets import sweep_report_asset
+from eval_pipeline.defs.resources import MlflowTracking
 from eval_pipeline.defs.score_assets import (
     GATE_RULES,
     SCORES_CODE_VERSION,
@@ -45,7 +46,7 @@ from eval_pipeline.defs.score_assets import (
     ship_gate_asset,
     sweep_summary_asset,
 )
-from eval_pipeline.defs.tracking_assets import MlflowTracking, sweep_tracking_asset
+from eval_pipeline.defs.tracking_assets import sweep_tracking_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.mission import up_to_date
 from eval_pipeline.mission.runner import DEMO_TAG

@@ -38,8 +38,7 @@ from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.journal import read_records
 from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
-from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME
+from eval_pipeline.providers.envelope import JOURNAL_NAME, read_journal
 from eval_pipeline_tests.deploy.conftest import DEPLOY_DIR, Deployment
 
 RUNS = (

@@ -16,8 +16,8 @@ from eval_pipeline import world_stages
 from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.sql_tool import AgentSql
-from eval_pipeline.providers.envelope_store import ensure_envelope_table
 from eval_pipeline.warehouse import connect
+from eval_pipeline.warehouse.envelopes import ensure_envelope_table
 from eval_pipeline.world import get_world_plugin
 
 SMALL_SCALE = 0.12

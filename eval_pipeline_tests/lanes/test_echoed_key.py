@@ -37,12 +37,13 @@ from eval_pipeline.lanes.runner import (
 )
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, load_journal
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.redact import REDACTED
 from eval_pipeline.scoring.grading import Partition, grade_partition, judge_asker
 from eval_pipeline.scoring.judge import JUDGE_LANE, VERDICTS, load_judge
 from eval_pipeline.sim.sessions import session_for
 from eval_pipeline.warehouse import connect
+from eval_pipeline.warehouse.envelopes import load_journal
 
 KEYS = {
     "EVALP_TEST_ECHO_KEY_OPENAI": "sk-evalp-ECHO-openai-a1b2c3d4e5/f6+g7h8",

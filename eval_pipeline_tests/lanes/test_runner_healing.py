@@ -19,9 +19,10 @@ from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.runner import LaneRunSummary, LaneSettings, partition_dir, run_partition
 from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, pending_journals
+from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim.process import running_sim
+from eval_pipeline.warehouse.envelopes import pending_journals
 
 REFUSAL = {"error": {"message": "No connected db."}}
 

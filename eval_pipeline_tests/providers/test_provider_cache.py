@@ -214,10 +214,3 @@ def test_the_same_request_from_another_case_is_the_same_answer(
 
     assert asyncio.run(other_case()).final.cache_status == "hit"
     assert sim.request_count() == before
-
-
-def test_default_journal_path_is_under_var(tmp_path: Path) -> None:
-    from eval_pipeline.providers.harness import default_journal_path
-
-    path = default_journal_path("model-lane/claude|2")
-    assert path.name == "envelopes.jsonl" and path.parent.name == "model-lane_claude_2"

@@ -20,13 +20,13 @@ import pytest
 
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
-from eval_pipeline.providers.envelope_store import load_journal, read_envelopes
 from eval_pipeline.providers.errors import JournalError
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
+from eval_pipeline.warehouse.envelopes import load_journal, read_envelopes
 from eval_pipeline_tests.providers.conftest import FAKE_KEY, KEY_ENV, new_session, sim_config
 
 CHILD = textwrap.dedent(

@@ -332,7 +332,7 @@ def test_top_failures_groups_final_failures_most_common_first_redacted() -> None
 def test_a_lanes_labels_are_split_into_final_answers_and_calls_inside_the_loop() -> None:
     """Issue 28: a lane scoring 94.7 showed `call_labels` "right: 0, schema: 113": the calls
     inside the loop (never graded) were counted with the final answers."""
-    from eval_pipeline.providers.labels import split_labels
+    from eval_pipeline.providers.envelope import split_labels
     from eval_pipeline_tests.scoring.cases import make_case
     from eval_pipeline_tests.scoring.test_relabel import envelope
 

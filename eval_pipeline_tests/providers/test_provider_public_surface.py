@@ -39,12 +39,9 @@ PUBLIC_SURFACE = [
     "classify",
     "expect_answer",
     "expect_tool_call",
-    "infra_error_calls",
-    "load_journal",
     "load_model_config",
     "load_model_configs",
     "load_price_book",
-    "read_envelopes",
     "summarize",
 ]
 

@@ -17,13 +17,13 @@ import openai
 import pytest
 
 from eval_pipeline.providers.config import RetryPolicy
-from eval_pipeline.providers.envelope_store import OUTCOMES_VIEW, infra_error_calls, load_journal
 from eval_pipeline.providers.harness import CallTag, backoff_delay_s
 from eval_pipeline.providers.labels import summarize
 from eval_pipeline.providers.transport import AttemptOutcome, WireRequest, parse_retry_after_ms
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body
 from eval_pipeline.sim.process import SimHandle
+from eval_pipeline.warehouse.envelopes import OUTCOMES_VIEW, infra_error_calls, load_journal
 from eval_pipeline_tests.providers.conftest import (
     FAKE_KEY,
     FAST_RETRY,
@@ -200,9 +200,10 @@ def test_infra_error_is_rerun_alone_and_healed(sim: SimHandle, tmp_path: Path) -
     config = sim_config(sim, "flaky:heal-late")  # fails 4 times, then serves
 
     async def first_run() -> None:
-        async with new_session(tmp_path, warehouse=database) as session:
+        async with new_session(tmp_path) as session:
             client = session.client(config)
             await client.call(ask("alpha"), CallTag(lane="m", case_id="a"))
+        load_journal(session.journal.path, database)
 
     asyncio.run(first_run())
     with duckdb.connect(str(database)) as con:
@@ -210,9 +211,11 @@ def test_infra_error_is_rerun_alone_and_healed(sim: SimHandle, tmp_path: Path) -
     assert [e.case_id for e in broken] == ["a"]
 
     async def heal() -> Any:
-        async with new_session(tmp_path, run_id="run-1", warehouse=database) as session:
+        async with new_session(tmp_path, run_id="run-1") as session:
             session.client(config)
-            return [await session.rerun(envelope) for envelope in broken]
+            healed = [await session.rerun(envelope) for envelope in broken]
+        load_journal(session.journal.path, database)
+        return healed
 
     (healed,) = asyncio.run(heal())
     assert healed.status == "ok" and healed.call_id == broken[0].call_id

@@ -23,7 +23,6 @@ import pytest
 
 from eval_pipeline.providers.cache import CacheMode, ResponseCache
 from eval_pipeline.providers.config import ModelConfig
-from eval_pipeline.providers.envelope_store import COLUMNS, TABLE
 from eval_pipeline.providers.harness import CallResult, CallSession, CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.redact import Redactor
@@ -32,6 +31,7 @@ from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import openai_body, parse_openai_body
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline.sim.sessions import session_for
+from eval_pipeline.warehouse.envelopes import COLUMNS, TABLE, load_journal
 from eval_pipeline_tests.providers.conftest import (
     FAKE_KEY,
     KEY_ENV,
@@ -64,9 +64,7 @@ class EchoingAuthFailure:
 
 async def a_full_run(sim: SimHandle, tmp_path: Path, warehouse: Path) -> None:
     cache = ResponseCache(tmp_path / "cache")
-    async with new_session(
-        tmp_path, cache=cache, cache_mode="record", warehouse=warehouse
-    ) as session:
+    async with new_session(tmp_path, cache=cache, cache_mode="record") as session:
         for api in ("openai_compatible", "anthropic_messages"):
             planted = session.client(sim_config(sim, "planted", api=api))
             await asyncio.gather(
@@ -98,6 +96,7 @@ async def a_full_run(sim: SimHandle, tmp_path: Path, warehouse: Path) -> None:
         )
         assert result.status == "harness_error"
         assert "[REDACTED]" in (result.final.response_body or "")
+    load_journal(session.journal.path, warehouse)
 
 
 def test_planted_key_is_nowhere_written(
@@ -147,14 +146,15 @@ def test_a_key_the_model_answers_with_is_redacted_in_every_column(
     warehouse = tmp_path / "warehouse.duckdb"
 
     async def run() -> str | None:
-        async with new_session(tmp_path, warehouse=warehouse) as session:
+        async with new_session(tmp_path) as session:
             client = session.client(sim_config(sim, "tool-responder"))
             request = ModelRequest(
                 messages=(Message(role="user", content=f"Repeat the token {FAKE_KEY}"),),
                 max_tokens=64,
             )
             result = await client.call(request, CallTag(lane="m", case_id="echo"))
-            return result.label.answer
+        load_journal(session.journal.path, warehouse)
+        return result.label.answer
 
     answer = asyncio.run(run())
     assert answer == "[REDACTED]"
@@ -220,12 +220,14 @@ def test_a_json_escaped_key_is_redacted_in_the_raw_body_and_the_decoded_text(
     )
 
     async def run() -> list[Any]:
-        async with new_session(tmp_path, warehouse=warehouse) as session:
+        async with new_session(tmp_path) as session:
             client = session.client(config, transport=EchoesTheKeyEscaped())
-            return [
+            results = [
                 await client.call(planted_request(20), CallTag(lane="m", case_id=str(n)))
                 for n in range(2)
             ]
+        load_journal(session.journal.path, warehouse)
+        return results
 
     refused, answered = asyncio.run(run())
     for result in (refused, answered):

@@ -35,7 +35,7 @@ from eval_pipeline.providers.config import (
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.labels import expect_answer
 from eval_pipeline.providers.prices import load_price_book
-from eval_pipeline.providers.transport import transport_kind
+from eval_pipeline.providers.transport_factory import transport_kind
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import encode_wire_body, wire_body
 from eval_pipeline_tests.providers.conftest import (

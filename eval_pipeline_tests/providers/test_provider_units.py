@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.fixtures.schema_check import schema_problem
@@ -254,28 +252,29 @@ def test_missing_key_variable_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
         config.resolve_api_key()
 
 
-def test_progress_bar_counts_finished_calls(sim: SimHandle, tmp_path: Path) -> None:
-    out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=100)
+def test_the_display_is_told_of_each_finished_call(sim: SimHandle, tmp_path: Path) -> None:
+    """Progress is the caller's to show (issue 29): the session only reports each call."""
+    finished: list[str] = []
 
     async def run() -> None:
-        async with new_session(tmp_path, console=console) as session:
+        async with new_session(
+            tmp_path, on_call_finished=lambda result: finished.append(result.status)
+        ) as session:
             client = session.client(sim_config(sim, "tool-responder"))
-            with session.track(5, "model lane"):
-                await asyncio.gather(
-                    *(
-                        client.call(
-                            ModelRequest(
-                                messages=(Message(role="user", content=f"w{n}"),), max_tokens=8
-                            ),
-                            CallTag(lane="m", case_id=str(n)),
-                        )
-                        for n in range(5)
+            await asyncio.gather(
+                *(
+                    client.call(
+                        ModelRequest(
+                            messages=(Message(role="user", content=f"w{n}"),), max_tokens=8
+                        ),
+                        CallTag(lane="m", case_id=str(n)),
                     )
+                    for n in range(5)
                 )
+            )
 
     asyncio.run(run())
-    assert "model lane" in out.getvalue() and "5/5" in out.getvalue()
+    assert finished == ["ok"] * 5
 
 
 def test_request_round_trips_through_its_json() -> None:

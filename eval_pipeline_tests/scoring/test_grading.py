@@ -17,8 +17,7 @@ from eval_pipeline.journal import Journal
 from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.lanes.store import ensure_lane_tables, load_partition_records
-from eval_pipeline.providers.envelope import EnvelopeJournal
-from eval_pipeline.providers.envelope_store import JOURNAL_NAME, ensure_envelope_table
+from eval_pipeline.providers.envelope import JOURNAL_NAME, EnvelopeJournal
 from eval_pipeline.scoring.grading import (
     JudgeItems,
     Partition,
@@ -40,6 +39,7 @@ from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
 from eval_pipeline.scoring.store import read_scores, write_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline.sim.profiles.judge import judge_reply
+from eval_pipeline.warehouse.envelopes import ensure_envelope_table
 from eval_pipeline_tests.fixtures.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case, make_run
 from eval_pipeline_tests.scoring.test_relabel import envelope

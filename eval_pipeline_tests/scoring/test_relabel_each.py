@@ -14,7 +14,6 @@ import duckdb
 import pytest
 
 from eval_pipeline.providers.envelope import CallEnvelope
-from eval_pipeline.providers.envelope_store import TABLE, insert_envelopes
 from eval_pipeline.providers.types import ModelResponse, ToolCall
 from eval_pipeline.scoring.relabel import (
     STATUSES,
@@ -26,6 +25,7 @@ from eval_pipeline.scoring.relabel import (
     relabel_envelopes,
 )
 from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse.envelopes import TABLE, insert_envelopes
 from eval_pipeline_tests.scoring.test_relabel import (
     ABSTAIN,
     FIXTURES,

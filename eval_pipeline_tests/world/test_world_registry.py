@@ -30,7 +30,7 @@ PLUGIN = """
 from eval_pipeline.lanes.toolbox import ToolOutcome, Toolbox
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.scoring.trace_checks import CheckResult
+from eval_pipeline.traces import CheckResult
 from eval_pipeline.world import WorldRegistration
 from eval_pipeline.world.label import LabelWorld
 

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.world.dataset.tool_files import tool_module_files
 
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -75,6 +76,5 @@ class DatasetWorldConfig(FrozenRecord):
     def data_files(self) -> list[Path]:
         """The files the world is made of (the case file and the tools' modules): their
         bytes are part of the world config's observed version, so an edit makes it stale."""
-        from eval_pipeline.world.dataset.tools import tool_module_files
-
-        return [self.cases_path, *tool_module_files(self.tools, self.import_roots)]
+        functions = [tool.function for tool in self.tools]
+        return [self.cases_path, *tool_module_files(functions, self.import_roots)]

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import inspect
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -27,6 +25,7 @@ from eval_pipeline.errors import ConfigError
 from eval_pipeline.lanes.toolbox import Toolbox, ToolOutcome, tool_error, tool_json
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.world.dataset.config import TOOL_NAME, DatasetToolConfig
+from eval_pipeline.world.dataset.tool_files import on_import_path, spec_in_roots
 
 MAX_RESULT_BYTES = 256_000
 """A tool result larger than this is not sent to the model (an error result says so)."""
@@ -41,18 +40,11 @@ class DatasetTool:
     write: bool
 
 
-def _spec_in_roots(module_name: str, roots: Sequence[Path]) -> ModuleSpec | None:
-    """Where `module_name`'s top-level package or module lies in `roots`, if it does (found
-    from the files, not from what this process has imported)."""
-    top = module_name.split(".", 1)[0]
-    return PathFinder.find_spec(top, [str(root) for root in roots])
-
-
 def _not_shadowed(module_name: str, roots: Sequence[Path], where: str) -> None:
     """A module of that name imported earlier from another place would be used instead of
     the config's: an error naming both, never the wrong tool."""
     top = module_name.split(".", 1)[0]
-    spec = _spec_in_roots(module_name, roots)
+    spec = spec_in_roots(module_name, roots)
     loaded = sys.modules.get(top)
     if spec is None or loaded is None:
         return
@@ -66,7 +58,7 @@ def _not_shadowed(module_name: str, roots: Sequence[Path], where: str) -> None:
 
 def _import(entry: DatasetToolConfig, roots: Sequence[Path], source: str) -> Callable[..., Any]:
     module_name, _, attribute = entry.function.partition(":")
-    _on_path(roots)
+    on_import_path(roots)
     _not_shadowed(module_name, roots, f"{source}: tools: {entry.function}")
     try:
         module = importlib.import_module(module_name)
@@ -141,36 +133,6 @@ def load_tools(
         )
         tools.append(DatasetTool(spec=spec, function=function, write=entry.write))
     return tuple(tools)
-
-
-def _on_path(roots: Sequence[Path]) -> None:
-    for root in roots:
-        if str(root) not in sys.path:
-            # Like pytest's rootdir: the user's tool modules are found beside their config.
-            sys.path.insert(0, str(root))
-
-
-def tool_module_files(entries: Sequence[DatasetToolConfig], roots: Sequence[Path]) -> list[Path]:
-    """The source files of the tools' modules, found without running them."""
-    _on_path(roots)
-    files: list[Path] = []
-    for entry in entries:
-        module_name = entry.function.partition(":")[0]
-        try:
-            spec = (
-                _spec_in_roots(module_name, roots) if "." not in module_name else None
-            ) or importlib.util.find_spec(module_name)
-        except (ImportError, ValueError) as error:
-            raise ConfigError(
-                f"tools: {entry.function}: cannot find {module_name!r}: {error}"
-            ) from error
-        if spec is None or spec.origin is None:
-            raise ConfigError(
-                f"tools: {entry.function}: no module {module_name!r} in "
-                f"{', '.join(str(r) for r in roots)} or the environment"
-            )
-        files.append(Path(spec.origin))
-    return files
 
 
 def tools_source_version(tools: Sequence[DatasetTool]) -> str:

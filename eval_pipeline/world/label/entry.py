@@ -14,7 +14,7 @@ from eval_pipeline.world.label.config import MAX_SCALE
 from eval_pipeline.world.label.versions import CATEGORIES, GENERATOR_VERSION, SUITE_VERSION
 
 if TYPE_CHECKING:
-    from eval_pipeline.scoring.trace_checks import Check
+    from eval_pipeline.traces import Check
 
 
 def _config_model() -> type[FrozenRecord]:

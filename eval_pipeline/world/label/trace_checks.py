@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
-from eval_pipeline.scoring.trace_checks import Check, CheckResult, Trace, submitted_requests
+from eval_pipeline.traces import Check, CheckResult, Trace
 from eval_pipeline.world.label import tools
 
 TRACE_MONEY_FROM_CALCULATOR = "money_from_calculator"
@@ -89,7 +89,7 @@ def cited_clause_read(trace: Trace) -> CheckResult:
 
 def single_batch_submitted(trace: Trace) -> CheckResult:
     """Exactly one payout batch, with the payouts the case expects."""
-    batches = submitted_requests(trace)
+    batches = trace.submitted_requests()
     if len(batches) != 1:
         return CheckResult(
             name=TRACE_SINGLE_BATCH_SUBMITTED,
@@ -112,7 +112,7 @@ def single_batch_submitted(trace: Trace) -> CheckResult:
 
 
 def no_batch_submitted(trace: Trace) -> CheckResult:
-    batches = submitted_requests(trace)
+    batches = trace.submitted_requests()
     return CheckResult(
         name=TRACE_NO_BATCH_SUBMITTED,
         passed=not batches,

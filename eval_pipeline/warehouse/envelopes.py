@@ -1,5 +1,9 @@
 """The warehouse side of call envelopes: `runs.call_envelopes` in DuckDB.
 
+The warehouse's, not the model-call layer's: the harness journals each attempt to a file
+and knows nothing of where a journal is loaded (the caller loads it, as the lanes, the
+judge and the calibration do).
+
 Journals are loaded in batches (idempotently: loading again changes nothing), so a run
 that crashed can be loaded later from the journal it left; `runs.journal_loads` records
 how many bytes of each journal were loaded, so `load_pending_journals` finds the journals
@@ -17,13 +21,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from eval_pipeline.providers.envelope import CallEnvelope, envelope_row, read_journal
+from eval_pipeline.providers.envelope import JOURNAL_NAME, CallEnvelope, envelope_row, read_journal
 from eval_pipeline.warehouse import RUNS_SCHEMA, connect, has_table, transaction, upsert_in_order
 
 TABLE = "runs.call_envelopes"
 OUTCOMES_VIEW = "runs.call_outcomes"
 LOADS_TABLE = "runs.journal_loads"
-JOURNAL_NAME = "envelopes.jsonl"
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("envelope_id", "VARCHAR PRIMARY KEY"),

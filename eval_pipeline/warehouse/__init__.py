@@ -387,14 +387,3 @@ def upsert_in_order(
         conn.execute(f"INSERT INTO {qualified} BY NAME {select}")
     finally:
         conn.unregister("incoming_rows")
-
-
-def warm_up() -> None:
-    """Pay, before a step that holds the warehouse pool, what its first queries would pay
-    while every other run waits on the pool: DuckDB imports pandas the first time a query
-    binds a Python parameter (0.2 to 0.4 s), and the loaders and scorers are imported."""
-    import eval_pipeline.lanes.store
-    import eval_pipeline.scoring.grading  # noqa: F401
-
-    with duckdb.connect() as conn:
-        conn.execute("SELECT ?", [0]).fetchall()
