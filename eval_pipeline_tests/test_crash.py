@@ -52,7 +52,7 @@ DEMO_POINTS: list[tuple[str | None, float | None]] = [
     ("harness.sending@5", None),  # calls in flight, journaled as such
     ("harness.sending@30", None),
     ("harness.landed@20", None),
-    ("calibration.before_load", None),  # every call landed, journal not loaded
+    ("harness.before_load", None),  # every call landed, journal not loaded
     (None, 5.0),  # somewhere in the run: which step depends on the machine's load
     (None, 8.0),
 ]

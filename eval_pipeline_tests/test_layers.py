@@ -6,6 +6,7 @@ import what scores them."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,33 @@ def test_the_circle_finder_finds_a_circle_closed_inside_a_function(tmp_path: Pat
     (package / "top.py").write_text("from eval_pipeline.inner.low import f\n")
     graph = import_graph(package, root=tmp_path)
     assert circles(graph) == [["eval_pipeline.inner.low", "eval_pipeline.top"]]
+
+
+def _string_key_lookups(file: Path) -> list[str]:
+    """`x["key"]` read and `x.get("key")` calls in a module, as `file:line: code`."""
+    found = []
+    for node in ast.walk(ast.parse(file.read_bytes())):
+        keyed = (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        )
+        if keyed:
+            found.append(f"{file.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_function_of_the_cli_reads_a_value_by_a_string_key() -> None:
+    """Issue 29: `evalp` printed from materializations' metadata read by keys it spelled
+    itself; it now reads each asset's typed figures (`defs.figures`)."""
+    files = [*PACKAGE.glob("cli.py"), *PACKAGE.joinpath("cli").rglob("*.py")]
+    assert files
+    assert [line for file in files for line in _string_key_lookups(file)] == []

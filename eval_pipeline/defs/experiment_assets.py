@@ -14,6 +14,7 @@ import dagster as dg
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures, FilePath, Markdown
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     EXPERIMENTS_GROUP,
@@ -27,9 +28,30 @@ from eval_pipeline.defs.lane_assets import latest_path
 from eval_pipeline.defs.model_sessions import run_slots
 from eval_pipeline.defs.resources import MlflowTracking
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve, scan_specs
+from eval_pipeline.records import FrozenRecord
 
 if TYPE_CHECKING:
     from eval_pipeline.experiments.publish import ArmsRun, PublishedReport
+
+
+class ParityComparisonFigures(FrozenRecord):
+    candidate: str
+    reference: str
+    kind: str
+    margin: float
+    difference: float | None
+    low: float | None
+    high: float | None
+    verdict: str
+    meaning: str
+
+
+class ParityFigures(AssetFigures):
+    """An experiment's parity report (read with `parity_report_key`)."""
+
+    report: Markdown
+    path: FilePath
+    comparisons: tuple[ParityComparisonFigures, ...]
 
 
 def arm_scores_key(experiment: str) -> dg.AssetKey:
@@ -165,28 +187,27 @@ def _parity_metadata(published: "PublishedReport") -> "dict[str, dg.RawMetadataV
     from eval_pipeline.experiments.publish import verdicts
 
     report = published.report
-    return {
-        "verdicts": dg.MetadataValue.json(verdicts(report)),
-        "comparisons": dg.MetadataValue.json(
-            [
-                {
-                    "candidate": c.candidate,
-                    "reference": c.reference,
-                    "kind": report.kind,
-                    "margin": report.margin,
-                    "difference": c.difference,
-                    "low": c.low,
-                    "high": c.high,
-                    "verdict": c.verdict,
-                    "meaning": verdict_meaning(
-                        report.kind, report.design, report.margin, c.verdict
-                    ),
-                }
-                for c in report.comparisons
-            ]
+    figures = ParityFigures(
+        report=published.markdown,
+        path=str(published.path),
+        comparisons=tuple(
+            ParityComparisonFigures(
+                candidate=c.candidate,
+                reference=c.reference,
+                kind=report.kind,
+                margin=report.margin,
+                difference=c.difference,
+                low=c.low,
+                high=c.high,
+                verdict=c.verdict,
+                meaning=verdict_meaning(report.kind, report.design, report.margin, c.verdict),
+            )
+            for c in report.comparisons
         ),
-        "report": dg.MetadataValue.md(published.markdown),
-        "path": dg.MetadataValue.path(str(published.path)),
+    )
+    return {
+        **figures.metadata(),
+        "verdicts": dg.MetadataValue.json(verdicts(report)),
         "spec_hash": published.registration.spec_hash,
         "registration_run_id": published.registration.run_id,
         "mlflow_result_run_id": published.mlflow_result_run_id,

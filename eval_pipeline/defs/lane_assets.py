@@ -1,7 +1,7 @@
 """The two lanes as partitioned assets (model × seed), their warehouse records, and the
 world-only database the product lane's tools read."""
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +10,7 @@ import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures
 from eval_pipeline.defs.keys import (
     AGENT_WORLD_ASSET,
     FIXTURES_ASSET,
@@ -27,6 +28,7 @@ from eval_pipeline.defs.resources import ModelCallSettings, SimulatedProvider, W
 from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
 from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.providers.labels import FailureGroup
 
 if TYPE_CHECKING:
     import duckdb
@@ -47,6 +49,31 @@ lane_partitions = dg.MultiPartitionsDefinition(
     }
 )
 LANE_CODE_VERSION = asset_code_version("lanes", __name__)
+
+
+class LaneRunFigures(AssetFigures):
+    """One lane partition's run (written by the model and the product lane's run assets)."""
+
+    provider: str
+    run_id: str
+    fixture_id: str
+    cases: int
+    cases_run: int
+    cases_kept: int
+    cases_healed: int
+    infra_errors: int
+    harness_errors: int
+    budget_stopped: int
+    tool_calls: int
+    cost_usd: str
+    unhealed_causes: tuple[FailureGroup, ...]
+    """The top causes of the cases never heard (‡), the server's own words included."""
+
+    @property
+    def unheard(self) -> int:
+        """Cases without a usable reply: infrastructure and harness errors (both ‡, as the
+        scores show them)."""
+        return self.infra_errors + self.harness_errors
 
 
 class ProductLaneConfig(dg.Config):
@@ -148,12 +175,12 @@ def _run_lanes(
                 ).values()
                 if run.call_ids
             }
-            metadata = _metadata(
-                outcome, split_labels(session.envelopes, final_ids), config.provider == SIMULATED
-            )
             failures = top_failures(session.envelopes, session.redact) if outcome.unheard else []
-            metadata["unhealed_causes"] = dg.MetadataValue.json(
-                [group.model_dump(mode="json") for group in failures]
+            metadata = _metadata(
+                outcome,
+                split_labels(session.envelopes, final_ids),
+                config.provider == SIMULATED,
+                failures,
             )
             if request.lane == "product":
                 metadata["judge_asked"] = _judge_before_the_warehouse(
@@ -202,19 +229,28 @@ def _judge_before_the_warehouse(
 
 
 def _metadata(
-    summary: "LaneRunSummary", labels: dict[str, dict[str, int]], simulated: bool
+    summary: "LaneRunSummary",
+    labels: dict[str, dict[str, int]],
+    simulated: bool,
+    unhealed: "Sequence[FailureGroup]",
 ) -> "dict[str, dg.RawMetadataValue]":
+    figures = LaneRunFigures(
+        provider="simulated provider (eval_pipeline.sim)" if simulated else "real provider",
+        run_id=summary.run_id,
+        fixture_id=summary.fixture_id,
+        cases=summary.cases,
+        cases_run=summary.ran,
+        cases_kept=summary.kept,
+        cases_healed=summary.healed,
+        infra_errors=summary.infra_errors,
+        harness_errors=summary.statuses.get("harness_error", 0),
+        budget_stopped=summary.budget_stopped,
+        tool_calls=summary.tool_calls,
+        cost_usd=str(summary.cost_usd),
+        unhealed_causes=tuple(unhealed),
+    )
     return {
-        "provider": "simulated provider (eval_pipeline.sim)" if simulated else "real provider",
-        "run_id": summary.run_id,
-        "fixture_id": summary.fixture_id,
-        "cases": summary.cases,
-        "cases_run": summary.ran,
-        "cases_kept": summary.kept,
-        "cases_healed": summary.healed,
-        "infra_errors": summary.infra_errors,
-        "harness_errors": summary.statuses.get("harness_error", 0),
-        "budget_stopped": summary.budget_stopped,
+        **figures.metadata(),
         "statuses": dg.MetadataValue.json(summary.statuses),
         "end_reasons": dg.MetadataValue.json(summary.end_reasons),
         "final_answer_calls": dg.MetadataValue.json(labels["final_answer"]),
@@ -222,11 +258,9 @@ def _metadata(
             labels["inside_the_loop"]
         ),
         "guard_firings": dg.MetadataValue.json(summary.guard_firings),
-        "tool_calls": summary.tool_calls,
         "first_call_matches": -1
         if summary.first_call_matches is None
         else summary.first_call_matches,
-        "cost_usd": str(summary.cost_usd),
         "tokens": summary.input_tokens + summary.output_tokens,
         "records": dg.MetadataValue.path(summary.records),
     }

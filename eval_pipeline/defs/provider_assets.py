@@ -2,11 +2,13 @@
 
 import asyncio
 from pathlib import Path
+from typing import ClassVar
 
 import dagster as dg
 
 from eval_pipeline import paths
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures, Markdown
 from eval_pipeline.defs.keys import (
     MODEL_CONFIGS_SOURCE,
     PLANTED_LABELS_RECOVERED,
@@ -25,6 +27,14 @@ from eval_pipeline.providers.calibration import (
     calibrate_planted_configs,
 )
 from eval_pipeline.providers.config import scan_model_configs
+
+
+class CalibrationFigures(AssetFigures):
+    asset: ClassVar[str] = PROVIDER_CALIBRATION_ASSET
+    calls: int
+    calibration_run_id: str
+    summary: Markdown
+    """What the classifier recovered, per planted config (a markdown table)."""
 
 
 def _calibration_table(reports: list[PlantedCalibration]) -> str:
@@ -64,7 +74,6 @@ def provider_calibration_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The call classifier run on 24 failures planted in the simulated provider, through the
     real SDKs over HTTP in both wire formats; every envelope lands in runs.call_envelopes."""
-    from eval_pipeline.crashpoints import crash_point
     from eval_pipeline.providers.envelope import JOURNAL_NAME
     from eval_pipeline.sim.process import SIM_REQUEST_LOG
     from eval_pipeline.sim.sessions import session_for
@@ -99,19 +108,20 @@ def provider_calibration_asset(
                 return await calibrate_planted_configs(session, configs)
 
         reports = asyncio.run(calibrate())
-    crash_point("calibration.before_load")
     if journal.exists():
         load_journal(journal, Path(warehouse.path))
     mismatches = [f"{r.model}: {m}" for r in reports for m in r.mismatches]
     return dg.MaterializeResult(
         metadata={
+            **CalibrationFigures(
+                calls=sum(r.total for r in reports),
+                calibration_run_id=run_id,
+                summary=_calibration_table(reports),
+            ).metadata(),
             "provider": "simulated provider (eval_pipeline.sim), planted profile",
-            "calibration_run_id": run_id,
             "journal": dg.MetadataValue.path(str(journal)),
-            "calls": sum(r.total for r in reports),
             "sim_request_log": dg.MetadataValue.path(str(run_dir / SIM_REQUEST_LOG)),
             "skipped_model_configs": dg.MetadataValue.json(scan.skipped()),
-            "summary": dg.MetadataValue.md(_calibration_table(reports)),
         },
         check_results=[
             dg.AssetCheckResult(

@@ -3,12 +3,14 @@ table, every number linked to its provenance; attached to the asset and to the s
 MLflow run."""
 
 import json
+from typing import ClassVar
 
 import dagster as dg
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.code_versions import asset_code_version
 from eval_pipeline.defs.experiment_assets import parity_report_key
+from eval_pipeline.defs.figures import AssetFigures, FilePath
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_REPORT_ASSET,
@@ -19,6 +21,14 @@ from eval_pipeline.defs.keys import (
 from eval_pipeline.defs.resources import MlflowTracking, WarehouseResource
 from eval_pipeline.experiments.spec import scan_specs
 from eval_pipeline.tracking.provenance import code_version
+
+
+class ReportFigures(AssetFigures):
+    asset: ClassVar[str] = SWEEP_REPORT_ASSET
+    path: FilePath
+    html: FilePath
+    readme_table: FilePath
+    """The README's results table (`evalp publish --readme` writes it into README.md)."""
 
 
 @dg.asset(
@@ -76,9 +86,11 @@ def sweep_report_asset(
         )
     return dg.MaterializeResult(
         metadata={
-            "path": dg.MetadataValue.path(str(folder / "report.md")),
-            "html": dg.MetadataValue.path(str(folder / "report.html")),
-            "readme_table": dg.MetadataValue.path(str(folder / README_TABLE_FILE)),
+            **ReportFigures(
+                path=str(folder / "report.md"),
+                html=str(folder / "report.html"),
+                readme_table=str(folder / README_TABLE_FILE),
+            ).metadata(),
             "mlflow_run_id": mlflow_run or "",
             "referenced_numbers": len(report.references.numbers),
             "experiment_reports_not_shown": dg.MetadataValue.json(list(published.not_shown)),

@@ -6,14 +6,16 @@ anything but the product lane can be built (in a test) and shown to fail its blo
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import dagster as dg
+from pydantic import Field
 
 from eval_pipeline import paths
 from eval_pipeline.config_versions import CONFIG_FAMILIES
 from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures, FilePath, Markdown
 from eval_pipeline.defs.keys import (
     GATE_CONFIG_SOURCE,
     GATE_READS_PRODUCT_LANE,
@@ -52,6 +54,29 @@ if TYPE_CHECKING:
     from eval_pipeline.scoring.score import CaseScore
 
 # Scoring (numpy, DuckDB, the judge's model calls) is imported by the steps that score.
+
+
+class SummaryFigures(AssetFigures):
+    asset: ClassVar[str] = SWEEP_SUMMARY_ASSET
+    summary: Markdown
+    path: FilePath
+    headline: str
+    """Mean points per model and lane with their intervals, one line each."""
+    comparisons: str
+    """Who leads, per pair compared, one line each."""
+
+
+class GateFigures(AssetFigures):
+    asset: ClassVar[str] = SHIP_GATE_ASSET
+    passed: bool
+    reason: str = ""
+    """Why nothing was judged (the gate's input is not the product lane), if so."""
+    candidates: tuple[str, ...] = ()
+    candidates_from: str = ""
+    verdicts_by_model: dict[str, str] = Field(default_factory=dict)
+    failed_rules_by_model: dict[str, list[str]] = Field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
 
 SCORES_CODE_VERSION = asset_code_version("scores", __name__)
 GATE_CODE_VERSION = asset_code_version("gate", __name__)
@@ -162,11 +187,13 @@ def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  
     report.write_text(table + "\n", encoding="utf-8")
     return dg.MaterializeResult(
         metadata={
-            "summary": dg.MetadataValue.md(table),
-            "path": dg.MetadataValue.path(str(report)),
+            **SummaryFigures(
+                summary=table,
+                path=str(report),
+                headline=headline_text(summaries),
+                comparisons=comparisons_text(comparisons),
+            ).metadata(),
             "lanes_models": dg.MetadataValue.json([f"{s.lane}/{s.model}" for s in summaries]),
-            "headline": dg.MetadataValue.text(headline_text(summaries)),
-            "comparisons": dg.MetadataValue.text(comparisons_text(comparisons)),
             "leaders": dg.MetadataValue.json(
                 {lane: leader or "no clear leader" for lane, leader in leaders(comparisons).items()}
             ),
@@ -287,7 +314,9 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
                 for rule in GATE_RULES
             ]
             return dg.MaterializeResult(
-                metadata={"passed": False, "reason": "input is not the product lane"},
+                metadata=GateFigures(
+                    passed=False, reason="input is not the product lane"
+                ).metadata(),
                 check_results=[input_check, *not_evaluated],
             )
         config = load_gate_config()
@@ -300,24 +329,22 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
         passed = all(r.passed for r in results)
         return dg.MaterializeResult(
             metadata={
-                "passed": passed,
-                "candidates": dg.MetadataValue.json(list(candidates)),
-                "candidates_from": str(paths.gate_config())
-                if config.candidates is not None
-                else "every model with product-lane scores",
-                "verdicts_by_model": dg.MetadataValue.json(
-                    {r.model: "PASSES" if r.passed else "FAILS" for r in results}
-                ),
-                "failed_rules_by_model": dg.MetadataValue.json(
-                    {
+                **GateFigures(
+                    passed=passed,
+                    candidates=tuple(candidates),
+                    candidates_from=str(paths.gate_config())
+                    if config.candidates is not None
+                    else "every model with product-lane scores",
+                    verdicts_by_model={r.model: "PASSES" if r.passed else "FAILS" for r in results},
+                    failed_rules_by_model={
                         r.model: [
                             f"{rule.rule}: {rule.detail}" for rule in r.rules if not rule.passed
                         ]
                         for r in results
-                    }
-                ),
+                    },
+                    notices=tuple(n for r in results for n in r.notices),
+                ).metadata(),
                 "verdicts": dg.MetadataValue.md(gate_markdown(results)),
-                "notices": dg.MetadataValue.json([n for r in results for n in r.notices]),
                 "reasons": dg.MetadataValue.json(
                     [
                         f"{r.model}: {rule.rule} {'passed' if rule.passed else 'FAILED'}: "

@@ -1,10 +1,13 @@
 """The sweep's MLflow tracking asset: a parent run per sweep, nested runs per lane × model
 × seed (the resource around the client is `resources.MlflowTracking`)."""
 
+from typing import ClassVar
+
 import dagster as dg
 
 from eval_pipeline.defs.automation import AFTER_THE_LANES
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures
 from eval_pipeline.defs.keys import (
     RESULTS_GROUP,
     SWEEP_SUMMARY_ASSET,
@@ -12,6 +15,16 @@ from eval_pipeline.defs.keys import (
     WAREHOUSE_POOL,
 )
 from eval_pipeline.defs.resources import MlflowTracking, WarehouseResource
+
+
+class TrackingFigures(AssetFigures):
+    asset: ClassVar[str] = SWEEP_TRACKING_ASSET
+    tracking_uri: str
+    mlflow_experiment: str
+    mlflow_parent_run_id: str
+    mlflow_runs_page: str
+    """The sweep's runs in MLflow's UI, as a path under its address."""
+    nested_runs: int
 
 
 @dg.asset(
@@ -68,12 +81,14 @@ def sweep_tracking_asset(
     )
     return dg.MaterializeResult(
         metadata={
-            "tracking_uri": store.uri,
-            "mlflow_experiment": logged.experiment_name,
+            **TrackingFigures(
+                tracking_uri=store.uri,
+                mlflow_experiment=logged.experiment_name,
+                mlflow_parent_run_id=logged.parent_run_id,
+                mlflow_runs_page=logged.runs_page,
+                nested_runs=len(logged.nested),
+            ).metadata(),
             "mlflow_experiment_id": logged.experiment_id,
-            "mlflow_parent_run_id": logged.parent_run_id,
-            "mlflow_runs_page": logged.runs_page,
-            "nested_runs": len(logged.nested),
             "metrics_logged": logged.metrics,
             "fixture_id": fixture_set.fixture_id,
         }

@@ -1,10 +1,13 @@
 """Assets for the world, its answer key and the frozen fixtures, with their blocking check."""
 
 from pathlib import Path
+from typing import ClassVar
 
 import dagster as dg
+from pydantic import Field
 
 from eval_pipeline.defs.code_versions import asset_code_version
+from eval_pipeline.defs.figures import AssetFigures, FilePath
 from eval_pipeline.defs.keys import (
     ANSWER_KEY_ASSET,
     FIXTURES_ASSET,
@@ -23,6 +26,29 @@ versions (their hash covers each world's source)."""
 SUITES = "+".join(
     f"{world.generator_version}/{world.suite_version}" for world in registered_worlds().values()
 )
+
+
+class WorldFigures(AssetFigures):
+    asset: ClassVar[str] = WORLD_ASSET
+    seed: int
+    world_fingerprint: str
+    row_counts: dict[str, int]
+
+
+class AnswerKeyFigures(AssetFigures):
+    asset: ClassVar[str] = ANSWER_KEY_ASSET
+    world_fingerprint: str
+    answer_key_fingerprint: str
+    row_counts: dict[str, int]
+
+
+class FixturesFigures(AssetFigures):
+    asset: ClassVar[str] = FIXTURES_ASSET
+    fixture_id: str
+    path: FilePath
+    world_fingerprint: str
+    case_count: int = Field(alias="dagster/row_count")
+    core_cases: int
 
 
 @dg.asset(
@@ -56,11 +82,13 @@ def world_asset(
     return dg.MaterializeResult(
         data_version=dg.DataVersion(summary.fingerprint),
         metadata={
+            **WorldFigures(
+                seed=summary.seed,
+                world_fingerprint=summary.fingerprint,
+                row_counts=dict(summary.row_counts),
+            ).metadata(),
             "plugin": summary.plugin,
-            "seed": summary.seed,
             "scale": summary.scale,
-            "world_fingerprint": summary.fingerprint,
-            "row_counts": dg.MetadataValue.json(dict(summary.row_counts)),
             "dagster/row_count": sum(summary.row_counts.values()),
             "warehouse": dg.MetadataValue.path(warehouse.path),
         },
@@ -84,9 +112,11 @@ def answer_key_asset(warehouse: WarehouseResource) -> dg.MaterializeResult[None]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(answer_key.fingerprint),
         metadata={
-            "world_fingerprint": world.fingerprint,
-            "answer_key_fingerprint": answer_key.fingerprint,
-            "row_counts": dg.MetadataValue.json(counts),
+            **AnswerKeyFigures(
+                world_fingerprint=world.fingerprint,
+                answer_key_fingerprint=answer_key.fingerprint,
+                row_counts=counts,
+            ).metadata(),
             "dagster/row_count": sum(counts.values()),
         },
     )
@@ -115,12 +145,14 @@ def fixtures_asset(
     return dg.MaterializeResult(
         data_version=dg.DataVersion(manifest.fixture_id),
         metadata={
-            "fixture_id": manifest.fixture_id,
-            "path": dg.MetadataValue.path(str(fixture_set.path)),
-            "world_fingerprint": manifest.world.fingerprint,
+            **FixturesFigures(
+                fixture_id=manifest.fixture_id,
+                path=str(fixture_set.path),
+                world_fingerprint=manifest.world.fingerprint,
+                case_count=manifest.case_count,
+                core_cases=manifest.core_count,
+            ).metadata(),
             "suite_hash": manifest.suite_hash,
-            "dagster/row_count": manifest.case_count,
-            "core_cases": manifest.core_count,
             "categories": dg.MetadataValue.md(category_preview_markdown(fixture_set)),
         },
     )

@@ -991,6 +991,7 @@ class CallSession:
         if self._own_slots:
             self._slots.close()
         self.journal.close()
+        self.crash_point("harness.before_load")  # every call landed; the caller loads next
 
 
 async def gather_calls(
