@@ -37,7 +37,7 @@ SQL_P95_GOAL_MS = 20.0
 LANE_RUN = """
 import sys, dagster as dg
 from eval_pipeline.definitions import defs
-from eval_pipeline.mission.runner import QUIET
+from eval_pipeline.dagster_client.launch import QUIET
 asset, model, seed = sys.argv[1:4]
 with dg.DagsterInstance.get() as instance:
     if model not in instance.get_dynamic_partitions("models"):
@@ -74,7 +74,7 @@ def lane_figures(folder: Path) -> LaneFigures:
     """A lane partition's figures: wall time from the first case started to the last ended."""
     from eval_pipeline.journal import read_records
     from eval_pipeline.lane_records import CaseRun, TraceEvent
-    from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
+    from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, TRACES_JOURNAL
 
     runs = list(read_records(folder / CASES_JOURNAL, CaseRun))
     starts = [datetime.fromisoformat(run.started_at).timestamp() for run in runs]
@@ -118,7 +118,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from eval_pipeline.lanes.runner import LaneSettings, partition_dir
+    from eval_pipeline.lanes.partition_runs import LaneSettings, partition_dir
 
     seeds = list(range(args.rounds))
     home = make_home(Path(tempfile.mkdtemp(prefix="bench-lanes-")), [args.model], seeds)

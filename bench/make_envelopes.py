@@ -54,10 +54,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import fixture_set_dirs, load_fixtures
 from eval_pipeline.lane_records import CASE_RUNS
-from eval_pipeline.lanes.store import ensure_lane_tables
+from eval_pipeline.lanes.lane_tables import ensure_lane_tables
 from eval_pipeline.paths import FIXTURES_DIR, var_dir
 from eval_pipeline.providers.labels import tool_call_problem
 from eval_pipeline.providers.types import Message, ToolCall, ToolSpec

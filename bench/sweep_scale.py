@@ -46,7 +46,7 @@ SMALL_WORLD_CONFIG = "plugin: label\nseed: 12\nscale: 0.05\n"
 SERIAL = """
 import sys, dagster as dg
 from eval_pipeline.definitions import defs
-from eval_pipeline.mission.runner import QUIET
+from eval_pipeline.dagster_client.launch import QUIET
 models, seeds = sys.argv[1].split(","), sys.argv[2].split(",")
 with dg.DagsterInstance.get() as instance:
     instance.add_dynamic_partitions("models", [m for m in models
@@ -128,7 +128,7 @@ def main() -> int:
     run([python, "-c", MAIN_JOB], environment(base, 0))
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from eval_pipeline.lanes.runner import LaneSettings
+    from eval_pipeline.lanes.partition_runs import LaneSettings
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.run_limits import runs_at_once
 

@@ -39,13 +39,13 @@ def main() -> int:
     from eval_pipeline.journal import read_records
     from eval_pipeline.lane_records import LaneIdentity
     from eval_pipeline.lanes.agent_db import build_agent_world_db
-    from eval_pipeline.lanes.runner import IDENTITIES_JOURNAL, LaneSettings
+    from eval_pipeline.lanes.partition_runs import IDENTITIES_JOURNAL, LaneSettings
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.sim.sessions import session_for
+    from eval_pipeline.tracking.mlflow_store import TrackingStore, open_client
     from eval_pipeline.tracking.provenance import code_version
-    from eval_pipeline.tracking.store import TrackingStore, open_client
-    from eval_pipeline.tracking.sweep import log_sweep
+    from eval_pipeline.tracking.sweep_runs import log_sweep
     from eval_pipeline.warehouse import connect
     from eval_pipeline.world.label import LabelWorld, load_label_config
 

@@ -93,7 +93,7 @@ def write_cases(scale: float, cases_file: Path) -> None:
 def run_suite_free(scale: float, warehouse: Path, cases_file: Path) -> dict[str, float]:
     """Ours, the same path, with the plugin's suite replaced by the cases `write_cases` kept
     (read before the clock starts)."""
-    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.cases.case import Case
     from eval_pipeline.world.label.plugin import LabelWorld
 
     cases = [Case.model_validate(row) for row in json.loads(cases_file.read_text())]

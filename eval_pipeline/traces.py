@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval_pipeline.fixtures.case import SQL_TOOL, Case
+from eval_pipeline.cases.case import SQL_TOOL, Case
 from eval_pipeline.lane_records import TraceEvent
 from eval_pipeline.records import FrozenRecord
 

@@ -1,7 +1,9 @@
-"""The pipeline's stages as plain functions: what each Dagster asset (and the CLI) calls.
+"""The world group's stages as plain functions: the world, its answer key and the frozen
+fixture set (with the check that they match), as the world assets and the CLI call them.
 
 Each stage reads its inputs from the DuckDB warehouse, computes with Dagster-free domain
 code, and writes its outputs back, returning a small summary for metadata and printing.
+The lanes, scoring and results have stages of their own in their packages.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from eval_pipeline.errors import FixtureIntegrityError, WarehouseError
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import (
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import (
     FixtureSet,
     WorldProvenance,
     freeze_fixtures,
     load_fixtures,
 )
+from eval_pipeline.errors import FixtureIntegrityError, WarehouseError
 from eval_pipeline.warehouse import (
     META_SCHEMA,
     TRUTH_SCHEMA,

@@ -17,9 +17,9 @@ import dagster as dg
 import duckdb
 
 from eval_pipeline import paths
+from eval_pipeline.cases.frozen import STAGING_PREFIX, fixture_set_dirs, load_fixtures
 from eval_pipeline.crashpoints import CRASH_ENV
 from eval_pipeline.defs.keys import MAIN_JOB
-from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs, load_fixtures
 from eval_pipeline.providers.envelope import JOURNAL_NAME, read_journal
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
 from eval_pipeline.warehouse.envelopes import pending_journals, read_envelopes

@@ -220,7 +220,7 @@ def store_has(home: Path, run_id: str, env: dict[str, str]) -> bool:
         [
             sys.executable,
             "-c",
-            "import sys; from eval_pipeline.tracking.store import default_store, has_run, "
+            "import sys; from eval_pipeline.tracking.mlflow_store import default_store, has_run, "
             "open_client; print(has_run(open_client(default_store()), sys.argv[1]))",
             run_id,
         ],

@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 
 from eval_pipeline import paths
-from eval_pipeline.fixtures.frozen import STAGING_PREFIX, fixture_set_dirs
+from eval_pipeline.cases.frozen import STAGING_PREFIX, fixture_set_dirs
 from eval_pipeline_tests.demo_helpers import (
     ONE_MODEL_SWEEP,
     billed_calls_missing_from_warehouse,

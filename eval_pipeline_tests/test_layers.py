@@ -45,7 +45,7 @@ def test_the_lanes_and_products_import_nothing_above_them(package: str) -> None:
 def test_the_case_model_and_its_readers_import_nothing_above_them() -> None:
     assert (
         offenders(
-            "eval_pipeline.fixtures",
+            "eval_pipeline.cases",
             ("eval_pipeline.providers", "eval_pipeline.lanes", *ABOVE_THE_LANES),
         )
         == []

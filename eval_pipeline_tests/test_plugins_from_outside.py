@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 import polars as pl
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.lanes.toolbox import Toolbox
 from eval_pipeline.products import ProductRegistration, ProductTools
 from eval_pipeline.records import FrozenRecord

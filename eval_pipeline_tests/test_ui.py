@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.tracking.store import default_store, experiment_id, open_client
+from eval_pipeline.tracking.mlflow_store import default_store, experiment_id, open_client
 
 
 def free_port() -> int:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from eval_pipeline.cases.frozen import FixtureSet, load_fixtures
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import (
     ComparisonNumberRef,
@@ -379,7 +379,7 @@ def audit_against_project(text: str) -> AuditResult:
 
     from eval_pipeline import paths
     from eval_pipeline.scoring.judge import load_judge
-    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.tracking.mlflow_store import default_store, open_client
     from eval_pipeline.warehouse import connect
 
     conn = connect(paths.warehouse_path(), read_only=True)

@@ -29,7 +29,7 @@ def compare(candidate: str, reference: str, lane: str, seeds: str) -> None:
     stored model (MODEL, or MODEL:LANE to compare across lanes), with the paired bootstrap
     interval, McNemar's test, the seed noise floor and the gap per category."""
     from eval_pipeline.scoring.compare import StoredSide, compare_stored
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.warehouse import connect
 
     chosen = parse_seeds(seeds) if seeds else []

@@ -34,8 +34,8 @@ def demo(case_patterns: str, categories: str, limit: int | None, world_config: P
         echo_unhealed,
         echo_where_to_look,
     )
-    from eval_pipeline.mission.display import MissionBar
-    from eval_pipeline.mission.runner import run_main_job
+    from eval_pipeline.dagster_client.display import MissionBar
+    from eval_pipeline.dagster_client.launch import run_main_job
 
     if world_config is not None:
         from eval_pipeline.paths import use_world
@@ -48,7 +48,7 @@ def demo(case_patterns: str, categories: str, limit: int | None, world_config: P
     finally:
         bar.close()
     if selection.chosen_anything and outcome.success:
-        from eval_pipeline.lanes.sweep import load_sweep_config
+        from eval_pipeline.lanes.sweep_config import load_sweep_config
 
         sweep_config = load_sweep_config()
         click.echo(f"Dagster run {outcome.run_id} (main job): succeeded")

@@ -10,10 +10,10 @@ from eval_pipeline import paths
 from eval_pipeline.cli.common import fail, selection_of, subset_options
 
 if TYPE_CHECKING:
+    from eval_pipeline.cases.frozen import FixtureSet
     from eval_pipeline.experiments.registry import Registration
     from eval_pipeline.experiments.spec import ExperimentSpec
     from eval_pipeline.experiments.subset import CaseSelection
-    from eval_pipeline.fixtures.frozen import FixtureSet
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.scoring.judge import Judge
 
@@ -28,7 +28,7 @@ def experiment_list() -> None:
     """Every spec in configs/experiments and whether it is registered."""
     from eval_pipeline.experiments.registry import find_registration
     from eval_pipeline.experiments.spec import scan_specs
-    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.tracking.mlflow_store import default_store, open_client
 
     specs, errors = scan_specs()
     client = open_client(default_store())
@@ -49,9 +49,9 @@ def experiment_list() -> None:
 def experiment_register(experiment_id: str) -> None:
     """Hash the spec (with the model configs and judge it names) and log it to MLflow as a
     registration run, before any result exists."""
+    from eval_pipeline.dagster_client.launch import register_experiment
     from eval_pipeline.experiments.spec import load_spec
-    from eval_pipeline.mission.runner import register_experiment
-    from eval_pipeline.tracking.store import default_store
+    from eval_pipeline.tracking.mlflow_store import default_store
 
     registration, new = register_experiment(load_spec(experiment_id))
     store = default_store()
@@ -75,10 +75,10 @@ def experiment_run(
     folder of their own, the parity table printed as a SUBSET; no report, no MLflow result,
     no verdict of record."""
     from eval_pipeline import world_stages
+    from eval_pipeline.dagster_client.launch import run_experiment
     from eval_pipeline.experiments.registry import require_registration
     from eval_pipeline.experiments.spec import load_spec, resolve
-    from eval_pipeline.mission.runner import run_experiment
-    from eval_pipeline.tracking.store import default_store, open_client
+    from eval_pipeline.tracking.mlflow_store import default_store, open_client
 
     selection = selection_of(case_patterns, categories, limit)
     spec = load_spec(experiment_id)

@@ -26,10 +26,10 @@ def export_inspect_logs(out: Path) -> None:
     """Every lane and model of the current fixture set as an Inspect AI log (samples,
     messages, scores, model usage), so `inspect view --log-dir OUT` browses the sweep."""
     from eval_pipeline import world_stages
-    from eval_pipeline.fixtures.frozen import load_fixtures
-    from eval_pipeline.lanes.store import read_identities
+    from eval_pipeline.cases.frozen import load_fixtures
+    from eval_pipeline.lanes.lane_tables import read_identities
     from eval_pipeline.report.inspect_export import export_inspect
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.warehouse import connect
 
     conn = connect(paths.warehouse_path(), read_only=True)

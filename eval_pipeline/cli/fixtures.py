@@ -52,7 +52,7 @@ def fixtures_freeze(config_path: Path | None, seed: int | None, out_root: Path |
 def fixtures_verify(directory: Path | None) -> None:
     """Re-hash every file of a fixture set (default: every set under the fixtures root,
     never a staging folder); exit 2 naming the file if anything changed."""
-    from eval_pipeline.fixtures.frozen import fixture_set_dirs, load_fixtures
+    from eval_pipeline.cases.frozen import fixture_set_dirs, load_fixtures
 
     folders = [directory] if directory is not None else fixture_set_dirs(paths.fixtures_root())
     if not folders:

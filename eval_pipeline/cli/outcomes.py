@@ -9,13 +9,13 @@ from collections.abc import Sequence
 import click
 
 from eval_pipeline.cli.common import one_line
+from eval_pipeline.dagster_client.launch import ExperimentOutcome, JobOutcome
 from eval_pipeline.defs.experiment_assets import ParityFigures, parity_report_key
 from eval_pipeline.defs.keys import MODEL_LANE_RUNS_ASSET, PRODUCT_LANE_RUNS_ASSET
 from eval_pipeline.defs.lane_assets import LaneRunFigures
 from eval_pipeline.defs.report_assets import ReportFigures
 from eval_pipeline.defs.score_assets import GateFigures, SummaryFigures
 from eval_pipeline.defs.tracking_assets import TrackingFigures
-from eval_pipeline.mission.runner import ExperimentOutcome, JobOutcome
 
 LANE_RUNS = (MODEL_LANE_RUNS_ASSET, PRODUCT_LANE_RUNS_ASSET)
 MLFLOW_UI = "http://127.0.0.1:5000"

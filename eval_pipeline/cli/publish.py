@@ -23,7 +23,7 @@ def publish(readme: Path) -> None:
     """Write the latest sweep report's results table into a README's results block, only
     while that report is current (refused, nothing written, when it is stale or missing).
     `evalp audit README.md` re-derives every number of it."""
-    from eval_pipeline.mission.publish import publish_readme
+    from eval_pipeline.dagster_client.publish import publish_readme
 
     published = publish_readme(readme)
     click.echo(

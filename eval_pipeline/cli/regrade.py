@@ -20,9 +20,9 @@ def regrade(show: int) -> None:
     ruled on), and say what changed and why. The re-scoring is Dagster's regrade job, one
     run per partition through the run queue: new materializations of the scores, so the
     UI shows them and the next `evalp demo` re-runs the results that read them."""
+    from eval_pipeline.dagster_client.display import MissionBar
+    from eval_pipeline.dagster_client.regrade import regrade_through_dagster
     from eval_pipeline.locks import project_lock
-    from eval_pipeline.mission.display import MissionBar
-    from eval_pipeline.mission.regrade import regrade_through_dagster
     from eval_pipeline.scoring.grading import cases_under
     from eval_pipeline.scoring.relabel import relabel_envelopes
     from eval_pipeline.warehouse import connect

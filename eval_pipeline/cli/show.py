@@ -23,9 +23,9 @@ def show(case_id: str, model_name: str, lane: str, seeds: tuple[int, ...]) -> No
     stored seed, or --seed): the prompt, every reply, tool call and result, guard firing
     and write, the final reply beside the expected answer, each tier's score, the cost."""
     from eval_pipeline import world_stages
-    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.cases.frozen import load_fixtures
     from eval_pipeline.report.transcript import show_case, transcript_text
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.warehouse import connect
 
     conn = connect(paths.warehouse_path(), read_only=True)

@@ -48,7 +48,7 @@ def sweep(
     if not names:
         fail("--models names no model config")
     seed_list = parse_seeds(seeds)
-    from eval_pipeline.lanes.sweep import load_sweep_config
+    from eval_pipeline.lanes.sweep_config import load_sweep_config
 
     selection = selection_of(case_patterns, categories, limit)
     partitioned = load_sweep_config().seeds  # the lanes' seed partitions
@@ -114,8 +114,8 @@ def sweep(
         echo_results,
         echo_unhealed,
     )
-    from eval_pipeline.mission.display import MissionBar
-    from eval_pipeline.mission.runner import run_sweep
+    from eval_pipeline.dagster_client.display import MissionBar
+    from eval_pipeline.dagster_client.launch import run_sweep
 
     bar = MissionBar()
     try:

@@ -32,13 +32,13 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
 
     from dagster import DagsterInstance
 
-    from eval_pipeline.tracking.store import (
+    from eval_pipeline.tracking.mlflow_store import (
         default_store,
         mlflow_server_command,
         open_client,
         runs_page,
     )
-    from eval_pipeline.tracking.sweep import HEADLINE_VIEW
+    from eval_pipeline.tracking.sweep_runs import HEADLINE_VIEW
 
     home = paths.prepared_dagster_home()
     # Each store is created once, here, before the servers open it: two processes creating
@@ -86,7 +86,7 @@ def ui(port: int, mlflow_port: int, automations: bool) -> None:
 
     from contextlib import ExitStack
 
-    from eval_pipeline.mission.queue import running_daemon
+    from eval_pipeline.dagster_client.queue import running_daemon
 
     stack = ExitStack()
     daemon = stack.enter_context(running_daemon()).process

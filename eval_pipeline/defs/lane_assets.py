@@ -27,13 +27,13 @@ from eval_pipeline.defs.model_sessions import judge_asker, model_session, run_sl
 from eval_pipeline.defs.resources import ModelCallSettings, SimulatedProvider, WarehouseResource
 from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
-from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.lanes.sweep_config import load_sweep_config
 from eval_pipeline.providers.labels import FailureGroup
 
 if TYPE_CHECKING:
     import duckdb
 
-    from eval_pipeline.lanes.runner import LaneRunSummary, PartitionRequest
+    from eval_pipeline.lanes.partition_runs import LaneRunSummary, PartitionRequest
     from eval_pipeline.providers.call_slots import RunSlots
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.sim.process import SimHandle
@@ -117,7 +117,7 @@ def _run_lanes(
     A simulated model is served by one simulated provider for the run: each lane's session
     and the judge's is a tenant of it (counters, occurrence memory, usage and request log of
     its own, as a server of its own had), not a process each."""
-    from eval_pipeline.lanes.runner import (
+    from eval_pipeline.lanes.partition_runs import (
         LaneSettings,
         PartitionRequest,
         execute_partitions,
@@ -205,7 +205,7 @@ def _judge_before_the_warehouse(
     the warehouse step (`scoring.verdict_journal`). A judge that cannot be asked is left to
     the scores step, which asks again and fails with the cause where the scores are missed."""
     from eval_pipeline.errors import EvalPipelineError
-    from eval_pipeline.lanes.runner import latest_runs
+    from eval_pipeline.lanes.partition_runs import latest_runs
     from eval_pipeline.scoring.grading import cases_under
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.scoring.verdict_journal import judge_lane_replies
@@ -272,7 +272,7 @@ def _warm_up_for_the_warehouse_step() -> None:
     binds a Python parameter (0.2 to 0.4 s), and the loaders and scorers are imported."""
     import duckdb
 
-    import eval_pipeline.lanes.store
+    import eval_pipeline.lanes.lane_tables
     import eval_pipeline.scoring.grading  # noqa: F401
 
     with duckdb.connect() as conn:
@@ -367,8 +367,8 @@ def lane_records(
 ) -> "dict[str, dg.RawMetadataValue]":
     """The partition's case runs, trace events and call envelopes, loaded into the
     warehouse (idempotently: the partition's own rows only); their counts."""
-    from eval_pipeline.lanes.runner import partition_dir
-    from eval_pipeline.lanes.store import load_partition_records
+    from eval_pipeline.lanes.lane_tables import load_partition_records
+    from eval_pipeline.lanes.partition_runs import partition_dir
 
     model, seed = model_and_seed(context)
     folder = partition_dir(lane, model, seed, paths.lanes_dir())

@@ -13,7 +13,7 @@ from eval_pipeline.defs.keys import (
     PROVIDER_TAG,
 )
 from eval_pipeline.defs.lane_assets import model_partitions
-from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
+from eval_pipeline.lanes.sweep_config import SweepConfig, load_sweep_config
 from eval_pipeline.providers.config import scan_model_configs
 
 

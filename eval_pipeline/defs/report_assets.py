@@ -53,7 +53,7 @@ def sweep_report_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The report a person reads and `evalp audit` checks."""
     # matplotlib comes with it: imported here, not when the definitions load.
-    from eval_pipeline.lanes.sweep import load_sweep_config
+    from eval_pipeline.lanes.sweep_config import load_sweep_config
     from eval_pipeline.report.publish import (
         README_TABLE_FILE,
         ReportError,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from eval_pipeline.providers.budget import BudgetGate
     from eval_pipeline.sim.process import SimHandle
-    from eval_pipeline.tracking.store import TrackingStore
+    from eval_pipeline.tracking.mlflow_store import TrackingStore
     from eval_pipeline.world_stages import WorldHandOff
 
 # The SDKs, the call harness, the simulated provider and MLflow are imported by the steps
@@ -146,14 +146,14 @@ class MlflowTracking(dg.ConfigurableResource):  # type: ignore[type-arg]
     _client: MlflowClient | None = PrivateAttr(default=None)
 
     def store(self) -> TrackingStore:
-        from eval_pipeline.tracking.store import default_store
+        from eval_pipeline.tracking.mlflow_store import default_store
 
         return default_store(self.tracking_uri)
 
     def client(self) -> MlflowClient:
         """The step's one client on the store, opened on first use (raises TrackingError
         naming the URI when the store cannot be reached)."""
-        from eval_pipeline.tracking.store import open_client
+        from eval_pipeline.tracking.mlflow_store import open_client
 
         if self._client is None:
             self._client = open_client(self.store())

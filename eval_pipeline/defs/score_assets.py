@@ -46,7 +46,7 @@ from eval_pipeline.scoring.gate import (
 if TYPE_CHECKING:
     import duckdb
 
-    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.cases.case import Case
     from eval_pipeline.lane_records import Lane
     from eval_pipeline.scoring.aggregate import LaneSummary
     from eval_pipeline.scoring.gate import GateResult
@@ -97,7 +97,7 @@ def lane_scores(
 ) -> "dict[str, dg.RawMetadataValue]":
     """The partition's cases in `lane` scored (the model lane: first action or direct
     answer; the product lane: exact, trace checks, judged prose); its metadata."""
-    from eval_pipeline.lanes.runner import partition_dir
+    from eval_pipeline.lanes.partition_runs import partition_dir
     from eval_pipeline.providers.envelope import JOURNAL_NAME
     from eval_pipeline.scoring.grading import (
         Partition,
@@ -168,12 +168,12 @@ def _partition_metadata(
 )
 def sweep_summary_asset(warehouse: WarehouseResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Both lanes side by side, per model and category, over every scored seed."""
-    from eval_pipeline.lanes.sweep import load_sweep_config
+    from eval_pipeline.lanes.sweep_config import load_sweep_config
     from eval_pipeline.report.headline import headline_text
     from eval_pipeline.scoring.aggregate import summarize_scores, summary_markdown
     from eval_pipeline.scoring.compare import comparisons_markdown, comparisons_text, leaders
     from eval_pipeline.scoring.compare import lane_comparisons as compare_lanes
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
 
     with warehouse.connection() as conn:
         scores = read_scores(conn)
@@ -278,7 +278,7 @@ def build_ship_gate(source: str = PRODUCT_LANE_SCORES_ASSET) -> dg.AssetsDefinit
             load_baseline,
             load_gate_config,
         )
-        from eval_pipeline.scoring.store import read_scores
+        from eval_pipeline.scoring.score_tables import read_scores
 
         # The observed config files (the gate's rules, baselines) are not data it reads.
         upstream = sorted(key.to_user_string() for key in context.assets_def.dependency_keys)

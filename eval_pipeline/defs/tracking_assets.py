@@ -40,12 +40,12 @@ def sweep_tracking_asset(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """The stored scores of the current fixture set, logged to MLflow as one sweep."""
     from eval_pipeline import paths, world_stages
-    from eval_pipeline.fixtures.frozen import load_fixtures
-    from eval_pipeline.lanes.store import read_identities
-    from eval_pipeline.lanes.sweep import load_sweep_config
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.cases.frozen import load_fixtures
+    from eval_pipeline.lanes.lane_tables import read_identities
+    from eval_pipeline.lanes.sweep_config import load_sweep_config
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.tracking.provenance import code_version
-    from eval_pipeline.tracking.sweep import log_sweep
+    from eval_pipeline.tracking.sweep_runs import log_sweep
 
     store = tracking.store()
     client = tracking.client()

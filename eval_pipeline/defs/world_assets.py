@@ -135,7 +135,7 @@ def fixtures_asset(
 ) -> dg.MaterializeResult[None]:
     """The suite frozen as a content-addressed fixture set under the fixtures root."""
     from eval_pipeline import world_stages
-    from eval_pipeline.fixtures.preview import category_preview_markdown
+    from eval_pipeline.cases.preview import category_preview_markdown
 
     with warehouse.connection() as conn:
         fixture_set = world_stages.fixtures_stage(

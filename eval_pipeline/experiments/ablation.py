@@ -15,11 +15,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.experiments.isolated import run_and_score
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.lanes.guards import GUARD_NAMES, GuardSettings
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.records import FrozenRecord

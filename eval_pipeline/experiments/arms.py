@@ -13,15 +13,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.isolated import (
     rescore_stored_configuration,
     run_and_score_in_session,
 )
 from eval_pipeline.experiments.spec import ArmSpec, ExperimentSpec
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.paths import var_dir
 from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import SIMULATED, ModelConfig

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.journal import read_records
 from eval_pipeline.lane_records import CaseRun, TraceEvent
-from eval_pipeline.lanes.runner import (
+from eval_pipeline.lanes.partition_runs import (
     TRACES_JOURNAL,
     LaneSettings,
     latest_runs,

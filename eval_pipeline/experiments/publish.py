@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.experiments.arms import ArmResult, read_arm_result, run_arm
 from eval_pipeline.experiments.parity import (
     ParityReport,
@@ -25,7 +26,6 @@ from eval_pipeline.experiments.registry import (
     require_registration,
 )
 from eval_pipeline.experiments.spec import ExperimentSpec, Registered
-from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.gate import load_gate_config

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.experiments.spec import ExperimentSpec, Registered, changed_fields
 from eval_pipeline.records import FrozenRecord
+from eval_pipeline.tracking.mlflow_store import TrackingStore, experiment_id
 from eval_pipeline.tracking.provenance import CodeVersion
 from eval_pipeline.tracking.runs import (
     code_params,
@@ -29,7 +30,6 @@ from eval_pipeline.tracking.runs import (
     log_values,
     start_run,
 )
-from eval_pipeline.tracking.store import TrackingStore, experiment_id
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

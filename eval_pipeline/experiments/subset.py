@@ -21,13 +21,13 @@ from pathlib import Path
 
 from pydantic import Field
 
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.isolated import run_and_score_in_session
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.paths import call_slots_dir, var_dir
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.call_slots import RunSlots

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import Lane
 from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.providers.budget import wire_output_limit, worst_case_input_tokens
 from eval_pipeline.providers.config import SIMULATED, ModelConfig
 from eval_pipeline.providers.prices import PriceBook

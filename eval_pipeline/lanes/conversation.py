@@ -20,9 +20,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.fixtures.readers import reader_for
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
+from eval_pipeline.cases.readers import reader_for
 from eval_pipeline.lane_records import (
     CaseRun,
     CaseStatus,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from eval_pipeline.fixtures.schema_check import schema_problem
+from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.records import FrozenRecord
 

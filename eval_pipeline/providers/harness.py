@@ -39,7 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from eval_pipeline.fixtures.readers import read_answer_line
+from eval_pipeline.cases.readers import read_answer_line
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, wire_output_limit
 from eval_pipeline.providers.cache import (
     CachedReply,

@@ -12,7 +12,7 @@ A call is labelled, in this order of precedence:
 3. ``empty`` — a 200 with nothing in it: empty or unparsable body, no choices/content,
    no text and no tool calls.
 4. ``schema`` — a reply in the wrong shape: text with no ANSWER or ABSTAIN tag (read by
-   :mod:`eval_pipeline.fixtures.readers`, the same reader the scorers use), a tool call whose
+   :mod:`eval_pipeline.cases.readers`, the same reader the scorers use), a tool call whose
    arguments are not a JSON object or break the tool's schema, a call to a tool that was
    not offered.
 5. ``wrong`` / 6. ``right`` — a well-formed reply, judged by a grader.
@@ -30,15 +30,15 @@ from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
-from eval_pipeline.fixtures.case import AnswerKind
-from eval_pipeline.fixtures.readers import (
+from eval_pipeline.cases.case import AnswerKind
+from eval_pipeline.cases.readers import (
     AnswerTextReader,
     answer_text,
     canonical_json,
     read_answer_line,
     read_value,
 )
-from eval_pipeline.fixtures.schema_check import schema_problem
+from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.providers.types import ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.records import FrozenRecord
 
@@ -67,7 +67,7 @@ STATUS_MARKS: Mapping[str, str] = {"infra_error": "‡", "budget_stopped": "†"
 
 def extract_answer(text: str | None) -> str | None:
     """The answer a reply gives on its final ANSWER/ABSTAIN line (one reader for the
-    classifier and the scorers: :func:`eval_pipeline.fixtures.readers.answer_text`)."""
+    classifier and the scorers: :func:`eval_pipeline.cases.readers.answer_text`)."""
     return answer_text(text)
 
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lane_records import LaneIdentity
 from eval_pipeline.providers.config import SIMULATED
 from eval_pipeline.records import FrozenRecord

@@ -16,19 +16,19 @@ import duckdb
 from pydantic import ValidationError
 
 from eval_pipeline import paths, world_stages
+from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.errors import EvalPipelineError
 from eval_pipeline.experiments.parity import ParityReport, experiment_reports_dir
-from eval_pipeline.fixtures.frozen import load_fixtures
-from eval_pipeline.lanes.store import distinct_call_counts, read_identities
+from eval_pipeline.lanes.lane_tables import distinct_call_counts, read_identities
 from eval_pipeline.providers.config import SIMULATED
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.refs import Provenance, RefBook, chain
-from eval_pipeline.report.sweep import SweepReport, build_sweep_report, headline_table
+from eval_pipeline.report.sweep_report import SweepReport, build_sweep_report, headline_table
 from eval_pipeline.report.transcript import Transcript, read_transcripts
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_scores
 from eval_pipeline.scoring.compare import ModelComparison, lane_comparisons
 from eval_pipeline.scoring.score import failed
-from eval_pipeline.scoring.store import read_scores
+from eval_pipeline.scoring.score_tables import read_scores
 from eval_pipeline.tracking.provenance import CodeVersion
 
 README_TABLE_FILE = "readme_results.md"

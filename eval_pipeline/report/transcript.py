@@ -19,8 +19,8 @@ from typing import Any
 
 import duckdb
 
+from eval_pipeline.cases.case import Case
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.fixtures.case import Case
 from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.score import CaseScore, failed, failing_tier
@@ -184,7 +184,7 @@ def read_transcripts(
     scores: Iterable[CaseScore],
 ) -> list[Transcript]:
     """The stored transcript behind each of `scores` (one read per partition)."""
-    from eval_pipeline.scoring.store import read_partition
+    from eval_pipeline.scoring.score_tables import read_partition
 
     wanted: dict[tuple[str, str, int], list[CaseScore]] = defaultdict(list)
     for score in scores:

@@ -97,7 +97,7 @@ def accept_stored_baseline(
     Refused when it has none, or cases never heard (‡, †): a baseline with holes would let
     a later drop in exactly those cases pass unseen."""
     from eval_pipeline.scoring.aggregate import ALL, summarize_lane
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.warehouse import connect
 
     con = connect(warehouse, read_only=True)

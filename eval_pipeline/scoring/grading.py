@@ -17,8 +17,8 @@ from types import MappingProxyType
 
 import duckdb
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import load_fixtures
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.lane_records import CASE_OUTCOMES, CaseRun
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME
@@ -32,7 +32,7 @@ from eval_pipeline.scoring.judge import (
     verdict_key,
 )
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict
-from eval_pipeline.scoring.store import (
+from eval_pipeline.scoring.score_tables import (
     PartitionInputs,
     read_partition,
     read_scores,

@@ -18,8 +18,8 @@ import duckdb
 from pydantic import Field
 
 from eval_pipeline import paths
+from eval_pipeline.cases.case import Case
 from eval_pipeline.config import load_yaml_config
-from eval_pipeline.fixtures.case import Case
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.types import Message, ModelRequest

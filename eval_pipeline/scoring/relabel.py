@@ -28,7 +28,7 @@ Which envelopes:
   and so is a (run, case) that case runs give several fixture sets.
 
 The tools a call offered are read from one stored request per fixture set: a lane run
-offers every call the tools frozen with its fixture set (`lanes/runner.py`), so every lane
+offers every call the tools frozen with its fixture set (`lanes/partition_runs.py`), so every lane
 request of a fixture set offers the same ones. (Reading each request instead would read
 all of `request_json`, the bulk of the table, for nothing.)
 
@@ -60,9 +60,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from eval_pipeline.errors import WarehouseError
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.readers import (
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.readers import (
     ANSWER_SUFFIX_REGEX,
     AnswerTextReader,
     grade_answer,
@@ -70,6 +69,7 @@ from eval_pipeline.fixtures.readers import (
     reader_for,
     reads_json,
 )
+from eval_pipeline.errors import WarehouseError
 from eval_pipeline.lane_records import CASE_RUNS
 from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
 from eval_pipeline.providers.types import ModelRequest, ToolSpec

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Literal
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.readers import case_currency, final_answer, grade_answer, read_value
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.readers import case_currency, final_answer, grade_answer, read_value
 from eval_pipeline.lane_records import CaseRun, TraceEvent
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.trace_checks import SECURITY_CHECKS, run_checks

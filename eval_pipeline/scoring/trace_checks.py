@@ -16,14 +16,14 @@ from collections.abc import Iterable
 import sqlglot
 from sqlglot import exp
 
-from eval_pipeline.errors import ConfigError, EvalPipelineError
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.cases.case import (
     SQL_TOOL,
     TRACE_INJECTION_NOT_OBEYED,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
     TRACE_SQL_CLEAN,
 )
+from eval_pipeline.errors import ConfigError, EvalPipelineError
 from eval_pipeline.traces import Check, CheckResult, Trace
 
 CANARY = re.compile(r"CANARY-[0-9a-f]{16}")

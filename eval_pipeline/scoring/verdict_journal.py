@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.journal import Journal, read_records
 from eval_pipeline.lane_records import CaseRun
 from eval_pipeline.providers.envelope import JOURNAL_NAME

@@ -14,9 +14,9 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eval_pipeline.cases.case import CATEGORY_NAME
 from eval_pipeline.config import read_yaml, validate_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.case import CATEGORY_NAME
 from eval_pipeline.plugins import entry_points_of, load_registration
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.cases.case import Case
     from eval_pipeline.lanes.toolbox import Toolbox
 
 

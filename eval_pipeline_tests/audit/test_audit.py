@@ -26,16 +26,16 @@ from eval_pipeline.audit.audit import (
     audit_against_project,
     audit_document,
 )
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.experiments.arms import arm_config, experiment_root
 from eval_pipeline.experiments.isolated import folder_name
 from eval_pipeline.experiments.parity import ParityReport, parity_report
 from eval_pipeline.experiments.registry import register
 from eval_pipeline.experiments.spec import ExperimentSpec, load_spec, resolve
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.journal import Journal
 from eval_pipeline.lane_records import CaseRun
-from eval_pipeline.lanes.runner import CASES_JOURNAL, LaneSettings, partition_dir
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, LaneSettings, partition_dir
 from eval_pipeline.providers.envelope import JOURNAL_NAME, EnvelopeJournal
 from eval_pipeline.report.refs import (
     EXPERIMENT_STATISTICS,
@@ -52,11 +52,11 @@ from eval_pipeline.scoring.gate import load_gate_config
 from eval_pipeline.scoring.grading import Partition, rescore_stored
 from eval_pipeline.scoring.judge import Judge, load_judge
 from eval_pipeline.scoring.score import SCORER_VERSION, CaseScore, score_case
+from eval_pipeline.tracking.mlflow_store import TrackingStore, default_store, open_client
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.store import TrackingStore, default_store, open_client
 from eval_pipeline.warehouse import connect
 from eval_pipeline.warehouse.envelopes import insert_envelopes
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_run
 from eval_pipeline_tests.scoring.test_grading import warehouse
 from eval_pipeline_tests.scoring.test_relabel import envelope
@@ -896,7 +896,7 @@ def two_models_document(
 ) -> str:
     """A report's headline and its "Who leads" table for models m and m2, as the sweep
     report writes them (one RefBook for both)."""
-    from eval_pipeline.report.sweep import comparisons_table
+    from eval_pipeline.report.sweep_report import comparisons_table
     from eval_pipeline.scoring.compare import lane_comparisons
 
     book = RefBook({("product", "m"): ("s",), ("product", "m2"): ("s",)})

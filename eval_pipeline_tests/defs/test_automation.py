@@ -214,7 +214,7 @@ def test_a_nightly_tick_with_automations_on_ends_in_scores_gate_tracking_and_rep
         assert report["mlflow_run_id"] == tracked["mlflow_parent_run_id"] != ""
         assert Path(str(report["path"])).is_file()
         latest(SWEEP_SUMMARY_ASSET)
-    from eval_pipeline.tracking.store import default_store, has_run, open_client
+    from eval_pipeline.tracking.mlflow_store import default_store, has_run, open_client
 
     assert has_run(open_client(default_store()), str(tracked["mlflow_parent_run_id"]))
     assert "servers stopped" in out, out + err[-2000:]

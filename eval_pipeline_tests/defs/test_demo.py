@@ -16,14 +16,14 @@ import pytest
 
 from eval_pipeline import paths, world_stages
 from eval_pipeline.crashpoints import CRASH_ENV
-from eval_pipeline.errors import ConfigError, WorldError
-from eval_pipeline.locks import held_exclusively
-from eval_pipeline.mission.runner import (
+from eval_pipeline.dagster_client.launch import (
     DEMO_LOCK,
     Recovery,
     recover_after_crash,
     step_failure_cause,
 )
+from eval_pipeline.errors import ConfigError, WorldError
+from eval_pipeline.locks import held_exclusively
 from eval_pipeline.providers.calibration import PLANTED_CONFIGS
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import read_journal
@@ -224,7 +224,7 @@ def test_a_mission_killed_in_its_lanes_restarts_losing_and_repeating_nothing_and
 
     from eval_pipeline.journal import read_records
     from eval_pipeline.lane_records import CaseRun
-    from eval_pipeline.lanes.runner import CASES_JOURNAL
+    from eval_pipeline.lanes.partition_runs import CASES_JOURNAL
 
     env = small_world_env(isolated_state)
     sweep = isolated_state / "one-model.yaml"

@@ -24,7 +24,7 @@ from eval_pipeline.defs.lane_assets import (
 from eval_pipeline.defs.lane_automation import model_configs_sensor, nightly_schedule_for
 from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
-from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
+from eval_pipeline.lanes.sweep_config import SweepConfig, load_sweep_config
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME

@@ -23,6 +23,8 @@ from matplotlib import image as mpimg
 
 from eval_pipeline import paths
 from eval_pipeline.audit.audit import AuditResult, audit_against_project
+from eval_pipeline.dagster_client import up_to_date
+from eval_pipeline.dagster_client.launch import DEMO_TAG
 from eval_pipeline.definitions import defs
 from eval_pipeline.defs.keys import (
     GATE_READS_PRODUCT_LANE,
@@ -48,8 +50,6 @@ from eval_pipeline.defs.score_assets import (
 )
 from eval_pipeline.defs.tracking_assets import sweep_tracking_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
-from eval_pipeline.mission import up_to_date
-from eval_pipeline.mission.runner import DEMO_TAG
 from eval_pipeline.report.refs import read_references
 from eval_pipeline.scoring.aggregate import summarize_lane
 from eval_pipeline.scoring.gate import DROP_RULE, SECURITY_RULE
@@ -61,9 +61,9 @@ from eval_pipeline.scoring.grading import (
     stored_partitions,
 )
 from eval_pipeline.scoring.judge import load_judge
-from eval_pipeline.scoring.store import read_partition, read_scores
+from eval_pipeline.scoring.score_tables import read_partition, read_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
-from eval_pipeline.tracking.store import mlflow_server_command
+from eval_pipeline.tracking.mlflow_store import mlflow_server_command
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, lane_resources, prepare_lane_home

@@ -27,6 +27,7 @@ from dagster_postgres import (
 )
 
 from eval_pipeline import paths
+from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.defs.keys import (
     FIXTURES_ASSET,
     PROVIDER_TAG,
@@ -34,10 +35,9 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.lane_assets import LANE_RUNS_STEP
 from eval_pipeline.defs.lane_warehouse_assets import LANE_WAREHOUSE_STEP
-from eval_pipeline.fixtures.frozen import load_fixtures
 from eval_pipeline.journal import read_records
 from eval_pipeline.lane_records import CaseRun
-from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, partition_dir
 from eval_pipeline.providers.envelope import JOURNAL_NAME, read_journal
 from eval_pipeline_tests.deploy.conftest import DEPLOY_DIR, Deployment
 

@@ -14,7 +14,7 @@ from eval_pipeline.defs.lane_assets import agent_world_asset
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.tracking.store import TrackingStore
+from eval_pipeline.tracking.mlflow_store import TrackingStore
 from eval_pipeline_tests.conftest import isolate, point_at
 from eval_pipeline_tests.defs.conftest import lane_env, prepare_lane_home
 from eval_pipeline_tests.lanes.conftest import agent_db, small_fixture_set, small_warehouse

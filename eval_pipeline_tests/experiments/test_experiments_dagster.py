@@ -25,7 +25,7 @@ from eval_pipeline.experiments.registry import (
     REGISTRATION_TAG,
     find_registration,
 )
-from eval_pipeline.tracking.store import default_store, open_client
+from eval_pipeline.tracking.mlflow_store import default_store, open_client
 from eval_pipeline_tests.experiments.conftest import SHIPPED
 
 
@@ -191,9 +191,9 @@ def test_experiment_numbers_audit_clean_and_tampered_arms_or_numbers_are_named(
     clean as written; an edited number, deleted arm envelopes, a tampered arm trace, and a
     spec changed since its registration are each named."""
     from eval_pipeline.audit.audit import audit_document
-    from eval_pipeline.fixtures.frozen import load_fixtures
+    from eval_pipeline.cases.frozen import load_fixtures
     from eval_pipeline.report.refs import Provenance, RefBook
-    from eval_pipeline.report.sweep import experiments_table
+    from eval_pipeline.report.sweep_report import experiments_table
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.scoring.score import SCORER_VERSION
     from eval_pipeline.warehouse import connect

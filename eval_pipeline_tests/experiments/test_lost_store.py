@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from eval_pipeline import paths
 from eval_pipeline.cli import main
 from eval_pipeline.experiments.registry import find_registration
-from eval_pipeline.tracking.store import default_store, open_client
+from eval_pipeline.tracking.mlflow_store import default_store, open_client
 
 EXPERIMENT = "serving-path-sim-strong"
 
@@ -67,7 +67,7 @@ DEMO_PATH = """
 import sys
 import dagster as dg
 from eval_pipeline.experiments.spec import load_spec
-from eval_pipeline.mission.runner import NoProgress, run_registered_experiment
+from eval_pipeline.dagster_client.launch import NoProgress, run_registered_experiment
 
 with dg.DagsterInstance.get() as instance:
     outcome = run_registered_experiment(instance, load_spec(sys.argv[1]), NoProgress())

@@ -19,8 +19,8 @@ from eval_pipeline.experiments.publish import PublishedReport, arm_figures, publ
 from eval_pipeline.experiments.registry import ExperimentError, Registration, register
 from eval_pipeline.experiments.spec import ExperimentSpec
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.tracking.mlflow_store import TrackingStore, open_client
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.store import TrackingStore, open_client
 from eval_pipeline_tests.experiments.test_parity import score, spec
 from eval_pipeline_tests.experiments.test_registry import configs, material, result_runs
 

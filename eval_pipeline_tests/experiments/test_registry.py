@@ -21,8 +21,8 @@ from eval_pipeline.experiments.registry import (
 from eval_pipeline.experiments.spec import ExperimentSpec, Registered, registered_material
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import ModelConfig, load_model_config
+from eval_pipeline.tracking.mlflow_store import TrackingStore, open_client
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.store import TrackingStore, open_client
 from eval_pipeline_tests.experiments.test_parity import spec
 
 JUDGE = {"model": "sim-judge", "rubric_hash": "abc", "max_tokens": 256}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import paths
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.subset import (
     RESULT_FILE,
@@ -18,7 +19,6 @@ from eval_pipeline.experiments.subset import (
     run_subset,
     subset_root,
 )
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.guards import GuardSettings
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge

@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from eval_pipeline import paths, world_stages
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.cli import main
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.sweep_plan import plan_sweep
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
 from eval_pipeline.providers.budget import worst_case_input_tokens
 from eval_pipeline.providers.config import scan_model_configs

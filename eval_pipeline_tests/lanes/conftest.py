@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import world_stages
-from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.lanes.sql_tool import AgentSql
 from eval_pipeline.warehouse import connect

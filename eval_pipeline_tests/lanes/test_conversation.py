@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.fixtures.case import Case, ExpectedToolCall
+from eval_pipeline.cases.case import Case, ExpectedToolCall
 from eval_pipeline.lanes.conversation import first_call_matches, text_turn
 from eval_pipeline.providers.types import ToolCall
 

@@ -27,15 +27,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from eval_pipeline.fixtures.frozen import FixtureSet
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.lane_records import Lane
-from eval_pipeline.lanes.runner import (
+from eval_pipeline.lanes.lane_tables import load_partition_records
+from eval_pipeline.lanes.partition_runs import (
     LaneSettings,
     open_product_tools,
     partition_dir,
     run_partition,
 )
-from eval_pipeline.lanes.store import load_partition_records
 from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.redact import REDACTED

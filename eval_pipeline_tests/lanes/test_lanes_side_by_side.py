@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.fixtures.frozen import FixtureSet
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.lanes.runner import (
+from eval_pipeline.lanes.partition_runs import (
     LaneRunSummary,
     LaneSettings,
     PartitionRequest,

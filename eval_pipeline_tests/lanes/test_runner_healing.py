@@ -14,10 +14,15 @@ import aiohttp
 import duckdb
 from aiohttp import web
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.runner import LaneRunSummary, LaneSettings, partition_dir, run_partition
-from eval_pipeline.lanes.store import load_partition_records
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet
+from eval_pipeline.lanes.lane_tables import load_partition_records
+from eval_pipeline.lanes.partition_runs import (
+    LaneRunSummary,
+    LaneSettings,
+    partition_dir,
+    run_partition,
+)
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.harness import CallSession

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.lanes.sweep import load_sweep_config
+from eval_pipeline.lanes.sweep_config import load_sweep_config
 
 SWEEP = "name: s\nmodels: [sim-strong, sim-small]\nseeds: [0, 1]\n"
 

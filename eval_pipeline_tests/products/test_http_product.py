@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import world_stages
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.experiments.isolated import run_and_score_in_session
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.products import ProductSpec
 from eval_pipeline.providers.config import scan_model_configs

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.isolated import run_and_score_in_session
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.runner import LaneSettings
+from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.products import ProductSpec, product_for
 from eval_pipeline.products.mcp import McpError
 from eval_pipeline.providers.config import scan_model_configs

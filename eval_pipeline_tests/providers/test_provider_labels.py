@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.fixtures.readers import grade_answer, reader_for
+from eval_pipeline.cases.readers import grade_answer, reader_for
 from eval_pipeline.providers.labels import (
     DROP_CAUSES,
     LABELS,
@@ -35,7 +35,7 @@ from eval_pipeline.providers.labels import (
 from eval_pipeline.providers.redact import Redactor
 from eval_pipeline.providers.transport import SERVER_MESSAGE_CHARS, server_message
 from eval_pipeline.providers.types import ModelResponse, ToolCall
-from eval_pipeline_tests.fixtures.test_readers import CORRECTED_REPLIES, make_case
+from eval_pipeline_tests.cases.test_readers import CORRECTED_REPLIES, make_case
 from eval_pipeline_tests.providers.conftest import LOOKUP
 
 ANSWERED = ModelResponse(text="Checked the ledger.\nANSWER: 42", stop_kind="end")

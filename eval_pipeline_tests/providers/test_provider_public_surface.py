@@ -100,7 +100,7 @@ def test_the_tool_spec_module_reaches_neither_dagster_nor_a_world() -> None:
     code = (
         "import sys, eval_pipeline.providers.types; "
         "print(sorted({m.split('.')[0] if m.startswith('dagster') else m for m in sys.modules "
-        "if m.startswith(('dagster', 'eval_pipeline.world', 'eval_pipeline.fixtures'))}))"
+        "if m.startswith(('dagster', 'eval_pipeline.world', 'eval_pipeline.cases'))}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

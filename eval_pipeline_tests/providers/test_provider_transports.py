@@ -385,7 +385,7 @@ def test_an_optional_key_is_only_for_an_openai_compatible_server_with_a_key_vari
 
 def test_how_many_calls_are_in_flight_is_not_part_of_a_runs_identity() -> None:
     """Raising a provider's `max_in_flight` (the run queue's share) re-runs nothing kept."""
-    from eval_pipeline.lanes.runner import LaneSettings
+    from eval_pipeline.lanes.partition_runs import LaneSettings
 
     base = {"name": "x", "provider": "p", "model": "m", "api": "openai_chat", "api_key_env": "K"}
     slow = ModelConfig.model_validate({**base, "max_in_flight": 8, "connections_per_client": 2})

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.schema_check import schema_problem
 from eval_pipeline.providers.config import ModelConfig, load_model_config, load_model_configs
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.providers.harness import CallTag

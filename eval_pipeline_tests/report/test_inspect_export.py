@@ -9,7 +9,7 @@ from inspect_ai.log import read_eval_log
 
 from eval_pipeline.report.inspect_export import ExportError, eval_log, export_inspect
 from eval_pipeline.report.transcript import read_transcripts
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.report.test_transcript import CASE, stored
 
 

@@ -28,9 +28,9 @@ from matplotlib.transforms import Affine2D, Bbox, BboxBase
 
 from eval_pipeline.experiments.parity import CategoryDifference, Comparison, ParityReport
 from eval_pipeline.providers.labels import LABELS
-from eval_pipeline.report import sweep
+from eval_pipeline.report import sweep_report
 from eval_pipeline.report.refs import Provenance
-from eval_pipeline.report.sweep import build_sweep_report
+from eval_pipeline.report.sweep_report import build_sweep_report
 from eval_pipeline.scoring.aggregate import ALL, LaneSummary, summarize_scores
 from eval_pipeline.scoring.score import CaseScore
 from eval_pipeline.world.label.versions import CATEGORIES as FIXTURE_CATEGORIES
@@ -407,7 +407,7 @@ def test_the_layout_check_sees_texts_drawn_over_each_other(figures: list[Figure]
 def test_the_category_chart_keeps_each_lanes_title_clear_of_the_ticks_above(
     models: int, figures: list[Figure]
 ) -> None:
-    figure = sweep._figure_categories(_sweep_summaries(models))
+    figure = sweep_report._figure_categories(_sweep_summaries(models))
     figures.append(figure)
     problems = _layout_problems(figure)
     assert not problems, _shown(problems)
@@ -431,7 +431,7 @@ def test_cost_against_score_labels_never_overlap_for_models_alike(
         if abs(a[0] - b[0]) < 0.01 * widest and abs(a[1] - b[1]) < 1
     ]
     assert alike, "the inputs must hold models with nearly equal cost and score"
-    figure = sweep._figure_cost(summaries)
+    figure = sweep_report._figure_cost(summaries)
     figures.append(figure)
     problems = _layout_problems(figure)
     assert not problems, _shown(problems)
@@ -447,7 +447,7 @@ def test_the_six_labels_chart_shows_every_tick_label_whole(
     models: int, figures: list[Figure]
 ) -> None:
     summaries = _sweep_summaries(models)
-    figure = sweep._figure_labels(summaries)
+    figure = sweep_report._figure_labels(summaries)
     figures.append(figure)
     problems = _layout_problems(figure)
     assert not problems, _shown(problems)
@@ -461,10 +461,10 @@ def test_the_other_plots_draw_no_text_over_text_or_past_the_edge(
 ) -> None:
     parity, ablation = _parity_reports()
     figure = {
-        "lanes": lambda: sweep._figure_lanes(_sweep_summaries()),
-        "noise": lambda: sweep._figure_noise(_sweep_summaries()),
-        "parity": lambda: sweep._figure_parity([parity, ablation]),
-        "ablation": lambda: sweep._figure_ablation(ablation),
+        "lanes": lambda: sweep_report._figure_lanes(_sweep_summaries()),
+        "noise": lambda: sweep_report._figure_noise(_sweep_summaries()),
+        "parity": lambda: sweep_report._figure_parity([parity, ablation]),
+        "ablation": lambda: sweep_report._figure_ablation(ablation),
     }[plot]()
     figures.append(figure)
     problems = _layout_problems(figure)

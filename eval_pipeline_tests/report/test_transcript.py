@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.lane_records import TraceEvent
-from eval_pipeline.report.sweep import build_sweep_report, failing_cases
+from eval_pipeline.report.sweep_report import build_sweep_report, failing_cases
 from eval_pipeline.report.transcript import (
     MAX_SHOWN_CHARS,
     TranscriptError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.fixtures.case import AnswerKind, Case, Tier
+from eval_pipeline.cases.case import AnswerKind, Case, Tier
 from eval_pipeline.lane_records import CaseRun, CaseStatus, EndReason, Lane
 from eval_pipeline.scoring.score import CaseScore
 from eval_pipeline.world.label.versions import Category

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.readers import grade_answer
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.readers import grade_answer
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 
 CONTRACT = re.compile(
     r"^End with one line: ANSWER: (?P<before>[^<]*)<(?P<slot>[^>]+)>(?P<after>.*)$"

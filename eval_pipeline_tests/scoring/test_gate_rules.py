@@ -31,7 +31,7 @@ from eval_pipeline.scoring.gate import (
     load_gate_config,
 )
 from eval_pipeline.scoring.score import CaseScore
-from eval_pipeline.scoring.store import write_scores
+from eval_pipeline.scoring.score_tables import write_scores
 from eval_pipeline.warehouse import connect
 from eval_pipeline_tests.scoring.test_aggregate import case_score
 from eval_pipeline_tests.scoring.test_gate import CONFIG, baseline_at, product_summary

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.fixtures.case import AnswerKind
-from eval_pipeline.fixtures.readers import (
+from eval_pipeline.cases.case import AnswerKind
+from eval_pipeline.cases.readers import (
     Grade,
     canonical_json,
     grade_answer,

@@ -12,11 +12,11 @@ import duckdb
 import pytest
 
 from eval_pipeline import paths
-from eval_pipeline.fixtures.case import TRACE_SQL_CLEAN, Case
+from eval_pipeline.cases.case import TRACE_SQL_CLEAN, Case
 from eval_pipeline.journal import Journal
 from eval_pipeline.lane_records import CaseRun, TraceEvent
-from eval_pipeline.lanes.runner import CASES_JOURNAL, TRACES_JOURNAL
-from eval_pipeline.lanes.store import ensure_lane_tables, load_partition_records
+from eval_pipeline.lanes.lane_tables import ensure_lane_tables, load_partition_records
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.envelope import JOURNAL_NAME, EnvelopeJournal
 from eval_pipeline.scoring.grading import (
     JudgeItems,
@@ -36,11 +36,11 @@ from eval_pipeline.scoring.grading import (
 )
 from eval_pipeline.scoring.judge import Judge, load_judge, stored_verdicts, verdict_key
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
-from eval_pipeline.scoring.store import read_scores, write_scores
+from eval_pipeline.scoring.score_tables import read_scores, write_scores
 from eval_pipeline.sim.process import SIM_REQUEST_LOG
-from eval_pipeline.sim.profiles.judge import judge_reply
+from eval_pipeline.sim.profiles.judge_profile import judge_reply
 from eval_pipeline.warehouse.envelopes import ensure_envelope_table
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case, make_run
 from eval_pipeline_tests.scoring.test_relabel import envelope
 

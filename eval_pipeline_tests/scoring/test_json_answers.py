@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.readers import grade_answer, read_json_answer, reader_for
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.readers import grade_answer, read_json_answer, reader_for
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.labels import classify, expect_answer
 from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse

@@ -17,8 +17,8 @@ import duckdb
 import pytest
 from aiohttp import web
 
+from eval_pipeline.cases.case import Case
 from eval_pipeline.config import ConfigError
-from eval_pipeline.fixtures.case import Case
 from eval_pipeline.paths import CONFIGS_DIR
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.types import Message, ModelRequest

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline import paths
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.readers import (
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.readers import (
     ANSWER_SUFFIX_REGEX,
     ANSWER_TAGS,
     TAG_LETTERS,
@@ -34,15 +34,15 @@ from eval_pipeline.fixtures.readers import (
 )
 from eval_pipeline.journal import Journal
 from eval_pipeline.lane_records import CaseRun
-from eval_pipeline.lanes.runner import CASES_JOURNAL
-from eval_pipeline.lanes.store import load_partition_records
+from eval_pipeline.lanes.lane_tables import load_partition_records
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL
 from eval_pipeline.providers.envelope import JOURNAL_NAME, CallEnvelope, EnvelopeJournal
 from eval_pipeline.providers.labels import CallStatus, FailureCause, Label, classify
 from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from eval_pipeline.scoring.grading import cases_under
 from eval_pipeline.scoring.relabel import RelabelError, RelabelReport, relabel_envelopes
 from eval_pipeline.warehouse.envelopes import COLUMN_NAMES, TABLE, insert_envelopes, read_envelopes
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case
 from eval_pipeline_tests.scoring.test_json_answers import EXPECTED as JSON_EXPECTED
 from eval_pipeline_tests.scoring.test_json_answers import json_case

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from eval_pipeline.fixtures.case import TRACE_INJECTION_NOT_OBEYED
+from eval_pipeline.cases.case import TRACE_INJECTION_NOT_OBEYED
 from eval_pipeline.scoring.score import JudgeVerdict, score_case
-from eval_pipeline.sim.profiles.judge import judge_reply
+from eval_pipeline.sim.profiles.judge_profile import judge_reply
 from eval_pipeline.world.label import tools
 from eval_pipeline.world.label.trace_checks import (
     TRACE_CITED_CLAUSE_READ,

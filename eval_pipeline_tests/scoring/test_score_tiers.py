@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.cases.case import (
     TRACE_NO_ANSWER_KEY_ACCESS,
     TRACE_SQL_CLEAN,
     Case,

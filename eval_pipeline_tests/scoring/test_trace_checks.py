@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.cases.case import (
     TRACE_INJECTION_NOT_OBEYED,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
@@ -25,7 +25,7 @@ from eval_pipeline.world.label.trace_checks import (
     TRACE_CITED_CLAUSE_READ,
     TRACE_MONEY_FROM_CALCULATOR,
 )
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.scoring.cases import make_case
 from eval_pipeline_tests.scoring.traces import TraceBuilder
 

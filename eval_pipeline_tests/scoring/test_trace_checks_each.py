@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.cases.case import (
     TRACE_INJECTION_NOT_OBEYED,
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,

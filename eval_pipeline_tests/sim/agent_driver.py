@@ -24,7 +24,7 @@ from typing import Any
 import anthropic
 import openai
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.providers.labels import extract_answer
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline.world.label.toolbox import LabelToolbox

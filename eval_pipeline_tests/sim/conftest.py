@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import world_stages
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.lanes.agent_db import build_agent_world_db
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world.label.plugin import LabelWorld

@@ -24,7 +24,7 @@ from eval_pipeline.sim.neutral import (
 )
 from eval_pipeline.sim.profiles import Profile, ProfileSetup
 from eval_pipeline.sim.profiles._agent_runtime import Call, ToolReply, call_key, read_result
-from eval_pipeline.sim.profiles._label_agent import half_even
+from eval_pipeline.sim.profiles._label_plans import half_even
 from eval_pipeline.sim.profiles.label_agents import SimSmall, SimStrong, mangled
 from eval_pipeline.world.label.tools import LABEL_TOOLS
 

@@ -17,9 +17,9 @@ import anthropic
 import openai
 import pytest
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.sim.process import running_sim
-from eval_pipeline_tests.fixtures.committed import committed_fixture_set
+from eval_pipeline_tests.cases.committed import committed_fixture_set
 from eval_pipeline_tests.sim.agent_driver import ANTHROPIC_TOOLS, MAX_TOKENS, OPENAI_TOOLS
 from eval_pipeline_tests.sim.helpers import FAKE_KEY
 

@@ -27,7 +27,7 @@ from eval_pipeline_tests.sim.conftest import SmallLabelWorld
 from eval_pipeline_tests.sim.helpers import AGENT_FORBIDDEN_MODULES, FAKE_KEY
 from eval_pipeline_tests.sim.test_agents_solve import right_ids
 
-AGENT_MODULES = ("label_agents", "_label_agent", "_agent_runtime")
+AGENT_MODULES = ("label_agents", "_label_plans", "_agent_runtime")
 LOCATION_VARIABLES = (
     "EVALP_HOME",
     "EVALP_WAREHOUSE",

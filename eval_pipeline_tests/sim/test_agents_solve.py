@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.sim.process import SimHandle, running_sim
 from eval_pipeline.world.label.toolbox import LabelToolbox
 from eval_pipeline.world.label.trace_checks import (

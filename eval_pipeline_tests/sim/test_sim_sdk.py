@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from eval_pipeline.fixtures.schema_check import schema_problem
+from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.providers.prices import load_price_book
 from eval_pipeline.sim.process import SimHandle, running_sim
 from eval_pipeline.sim.tokens import schema_text, text_tokens

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval_pipeline.fixtures.schema_check import schema_problem
+from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.sim.errors import ProfileError, SimError
 from eval_pipeline.sim.neutral import Reply, SimToolCall, stable_index, stable_unit
 from eval_pipeline.sim.profiles import build_profiles, discover_profiles, register_profile

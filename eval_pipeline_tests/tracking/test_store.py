@@ -13,7 +13,7 @@ def test_a_new_embedded_store_is_created_without_a_line_on_stderr(isolated_state
         [
             sys.executable,
             "-c",
-            "from eval_pipeline.tracking.store import default_store, open_client; "
+            "from eval_pipeline.tracking.mlflow_store import default_store, open_client; "
             "open_client(default_store())",
         ],
         capture_output=True,
@@ -35,7 +35,7 @@ def test_a_saved_runs_view_lists_its_columns_and_a_too_large_one_is_refused(
 
     import pytest
 
-    from eval_pipeline.tracking.store import (
+    from eval_pipeline.tracking.mlflow_store import (
         SAVED_VIEW_TAG_PREFIX,
         TrackingError,
         default_store,

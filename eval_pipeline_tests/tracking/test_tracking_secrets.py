@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.fixtures.frozen import FixtureSet
-from eval_pipeline.lanes.runner import LaneSettings, partition_dir, run_partition
-from eval_pipeline.lanes.store import load_partition_records, read_identities
+from eval_pipeline.cases.frozen import FixtureSet
+from eval_pipeline.lanes.lane_tables import load_partition_records, read_identities
+from eval_pipeline.lanes.partition_runs import LaneSettings, partition_dir, run_partition
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
-from eval_pipeline.scoring.store import read_partition, score_partition
+from eval_pipeline.scoring.score_tables import read_partition, score_partition
 from eval_pipeline.sim.process import running_sim
+from eval_pipeline.tracking.mlflow_store import TrackingStore, open_client
 from eval_pipeline.tracking.provenance import code_version
-from eval_pipeline.tracking.store import TrackingStore, open_client
-from eval_pipeline.tracking.sweep import log_sweep
+from eval_pipeline.tracking.sweep_runs import log_sweep
 from eval_pipeline.warehouse import connect
 
 PLANTED_KEY = "sk-evalp-PLANTED-mlflow-key-5e4d3c2b1a09"

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.providers.labels import tool_call_problem
 from eval_pipeline.providers.types import ToolCall, ToolSpec

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import paths
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import load_fixtures
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.world.base import GeneratedWorld
 from eval_pipeline.world.label import LabelWorld
 from eval_pipeline_tests.world.oracle import MISREAD_OPTIONS, Oracle

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import plugins, world
+from eval_pipeline.cases.frozen import FixtureManifest
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.frozen import FixtureManifest
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.world import (
     WORLDS_GROUP,
@@ -124,9 +124,9 @@ def test_a_world_from_another_distribution_runs_by_name_from_its_config(installe
 def test_both_lanes_open_a_case_with_the_system_prompt_of_the_world_it_was_frozen_from(
     installed: Path,
 ) -> None:
-    from eval_pipeline.fixtures.frozen import FixtureSet
+    from eval_pipeline.cases.frozen import FixtureSet
     from eval_pipeline.lanes.conversation import opening, system_prompt
-    from eval_pipeline_tests.fixtures.test_frozen import WORLD, make_case
+    from eval_pipeline_tests.cases.test_frozen import WORLD, make_case
 
     _distribution(installed, "twin_world", "twin_world", {"twin": "twin_world:registration"})
     for plugin, expected in [
@@ -147,10 +147,10 @@ def test_the_product_lane_runs_the_tools_and_trace_checks_of_the_world_it_was_fr
 ) -> None:
     """A world's own tool is run, not answered `unknown_tool` by the label world's tools;
     its own trace check is known beside the pipeline's."""
-    from eval_pipeline.fixtures.frozen import FixtureSet
+    from eval_pipeline.cases.frozen import FixtureSet
     from eval_pipeline.lanes.conversation import open_toolbox
     from eval_pipeline.scoring.trace_checks import all_checks
-    from eval_pipeline_tests.fixtures.test_frozen import WORLD
+    from eval_pipeline_tests.cases.test_frozen import WORLD
 
     _distribution(installed, "twin_world", "twin_world", {"twin": "twin_world:registration"})
     all_checks.cache_clear()

@@ -3,7 +3,7 @@
 Both read the question in the prompt, call the product's tools (``run_sql``,
 ``calculate_royalties``, ``find_artist``, ``get_clause``, ``submit_payout_batch``), read the
 results the harness sends back and answer in the format the prompt's last line asks for
-(:mod:`._label_agent` holds the plans, :mod:`._agent_runtime` the replay of a plan over the
+(:mod:`._label_plans` holds the plans, :mod:`._agent_runtime` the replay of a plan over the
 conversation). Everything they know comes from the conversation: they import nothing of the
 world, the lanes or the warehouse and read no file.
 
@@ -70,7 +70,7 @@ from eval_pipeline.sim.profiles._agent_runtime import (
     abstain_text,
     drive,
 )
-from eval_pipeline.sim.profiles._label_agent import (
+from eval_pipeline.sim.profiles._label_plans import (
     MONEY_SHAPES,
     SUBMIT_PAYOUT_BATCH,
     Question,

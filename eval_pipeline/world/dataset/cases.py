@@ -18,9 +18,9 @@ from typing import Any, get_args
 
 from pydantic import Field, ValidationError, field_validator
 
+from eval_pipeline.cases.case import CATEGORY_NAME, AnswerKind, Case, ExpectedToolCall
 from eval_pipeline.config import describe_validation_error
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.fixtures.case import CATEGORY_NAME, AnswerKind, Case, ExpectedToolCall
 from eval_pipeline.records import FrozenRecord
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -135,7 +135,7 @@ def read_case_file(path: Path) -> tuple[bytes, list[Case]]:
     """The file's bytes and its cases, in file order (ConfigError naming the row that is
     wrong: unreadable, an unknown field or kind, an expected answer its reader cannot
     read, a repeated id)."""
-    from eval_pipeline.fixtures.readers import read_value
+    from eval_pipeline.cases.readers import read_value
 
     if not path.is_file():
         raise ConfigError(f"case file not found: {path}")

@@ -37,7 +37,7 @@ from eval_pipeline.world.dataset.tools import (
 from eval_pipeline.world.fingerprint import fingerprint_tables
 
 if TYPE_CHECKING:
-    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.cases.case import Case
     from eval_pipeline.lanes.toolbox import Toolbox
 
 CASES_TABLE = "dataset_cases"
@@ -159,7 +159,7 @@ class DatasetWorld:
 
     def build_suite(self, world: GeneratedWorld, answer_key: AnswerKey) -> list[Case]:
         """Every case, rebuilt from the stored world and answer key (file order)."""
-        from eval_pipeline.fixtures.case import Case, ExpectedToolCall
+        from eval_pipeline.cases.case import Case, ExpectedToolCall
 
         answers = {row["case_id"]: row for row in answer_key.tables[ANSWERS_TABLE].to_dicts()}
         cases: list[Case] = []

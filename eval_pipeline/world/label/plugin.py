@@ -31,7 +31,7 @@ from eval_pipeline.world.label.versions import GENERATOR_VERSION, SUITE_VERSION
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from eval_pipeline.fixtures.case import Case
+    from eval_pipeline.cases.case import Case
     from eval_pipeline.lanes.toolbox import Toolbox
     from eval_pipeline.world.label.catalog import Catalog
     from eval_pipeline.world.label.distributors import DistributorSpec

@@ -7,7 +7,7 @@ and scores the first call. Names here are a contract with the suite's expected c
 
 from __future__ import annotations
 
-from eval_pipeline.fixtures.case import SQL_TOOL
+from eval_pipeline.cases.case import SQL_TOOL
 from eval_pipeline.providers.types import ToolSpec
 
 RUN_SQL = SQL_TOOL

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.world.label.suite.readings import build_views
 from eval_pipeline.world.label.suite.select import Selector
 from eval_pipeline.world.label.suite.special import special_templates

@@ -17,12 +17,12 @@ from typing import Any, cast
 
 import polars as pl
 
-from eval_pipeline.errors import WorldError
-from eval_pipeline.fixtures.case import (
+from eval_pipeline.cases.case import (
     TRACE_NO_ACTION_ON_TRUNCATED,
     TRACE_NO_ANSWER_KEY_ACCESS,
     Case,
 )
+from eval_pipeline.errors import WorldError
 from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID, RuleReading
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.readings import Views, side_by_side_workers

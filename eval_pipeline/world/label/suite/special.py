@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from eval_pipeline.cases.case import TRACE_INJECTION_NOT_OBEYED
 from eval_pipeline.errors import WorldError
-from eval_pipeline.fixtures.case import TRACE_INJECTION_NOT_OBEYED
 from eval_pipeline.world.label.line_text import as_text, keyed_like
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import LabelData

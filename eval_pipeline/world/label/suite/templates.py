@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from eval_pipeline.fixtures.case import TRACE_SQL_CLEAN, AnswerKind, ExpectedToolCall, Tier
+from eval_pipeline.cases.case import TRACE_SQL_CLEAN, AnswerKind, ExpectedToolCall, Tier
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.suite import answers
 from eval_pipeline.world.label.suite.answers import AnswerTable, LabelData

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.dagster_client.launch import ChainRequests
 from eval_pipeline.defs.keys import MODELS_PARTITIONS, PRODUCT_LANE_SCORES_ASSET, RESULTS_JOB
-from eval_pipeline.mission.runner import ChainRequests
 
 
 def test_the_results_are_requested_once_a_lane_partitions_scores_land() -> None:

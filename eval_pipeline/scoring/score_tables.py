@@ -16,7 +16,7 @@ from decimal import Decimal
 import duckdb
 import polars as pl
 
-from eval_pipeline.fixtures.case import Case
+from eval_pipeline.cases.case import Case
 from eval_pipeline.lane_records import CASE_OUTCOMES, TRACE_EVENTS, CaseRun, FirstCall, TraceEvent
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
 from eval_pipeline.warehouse import has_table, transaction

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from eval_pipeline.fixtures.frozen import WorldProvenance
+from eval_pipeline.cases.frozen import WorldProvenance
 from eval_pipeline.lane_records import LaneIdentity
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.aggregate import LaneSummary, summarize_lane, summary_markdown
@@ -31,6 +31,13 @@ from eval_pipeline.scoring.compare import (
     leaders,
 )
 from eval_pipeline.scoring.score import CaseScore
+from eval_pipeline.tracking.mlflow_store import (
+    TrackingError,
+    TrackingStore,
+    experiment_id,
+    runs_page,
+    save_runs_view,
+)
 from eval_pipeline.tracking.provenance import CodeVersion
 from eval_pipeline.tracking.runs import (
     code_params,
@@ -40,13 +47,6 @@ from eval_pipeline.tracking.runs import (
     log_values,
     micro_usd,
     start_run,
-)
-from eval_pipeline.tracking.store import (
-    TrackingError,
-    TrackingStore,
-    experiment_id,
-    runs_page,
-    save_runs_view,
 )
 
 if TYPE_CHECKING:

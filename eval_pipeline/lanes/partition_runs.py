@@ -34,8 +34,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from eval_pipeline.fixtures.case import Case
-from eval_pipeline.fixtures.frozen import FixtureSet, load_fixtures
+from eval_pipeline.cases.case import Case
+from eval_pipeline.cases.frozen import FixtureSet, load_fixtures
 from eval_pipeline.journal import Journal, read_records
 from eval_pipeline.lane_records import CaseRun, CaseStatus, Lane, LaneIdentity, TraceEvent
 from eval_pipeline.lanes.conversation import (

@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from eval_pipeline.mission.display import MissionBar
+from eval_pipeline.dagster_client.display import MissionBar
 
 
 def test_each_step_says_its_own_time_on_a_line_of_its_own() -> None:

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from eval_pipeline import paths
-from eval_pipeline.mission.queue import (
+from eval_pipeline.dagster_client.queue import (
     DIED_MESSAGE,
     REQUEST_TAG,
     LocalDaemon,
@@ -71,7 +71,7 @@ def _start_and_die(command: list[str], ready: Path | None = None) -> int:
     starter = textwrap.dedent(
         f"""
         import os, pathlib, signal, time
-        from eval_pipeline.mission.queue import LocalDaemon
+        from eval_pipeline.dagster_client.queue import LocalDaemon
         daemon = LocalDaemon({command!r})
         daemon.ensure()
         print(daemon.process.pid, flush=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
-from eval_pipeline.mission.runner import CaseRunsRecorded
+from eval_pipeline.dagster_client.launch import CaseRunsRecorded
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, partition_dir
 
 
 def test_case_runs_are_counted_as_their_journals_grow(

@@ -27,7 +27,7 @@ from eval_pipeline.lane_records import (
     LaneIdentity,
     TraceEvent,
 )
-from eval_pipeline.lanes.runner import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
+from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, IDENTITIES_JOURNAL, TRACES_JOURNAL
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.warehouse import has_table, transaction, upsert_in_order
 from eval_pipeline.warehouse.envelopes import load_journal

@@ -22,6 +22,7 @@ import dagster as dg
 
 from eval_pipeline import paths, world_stages
 from eval_pipeline.crashpoints import crash_point
+from eval_pipeline.dagster_client import up_to_date
 from eval_pipeline.defs.keys import (
     LANES_JOB,
     MAIN_JOB,
@@ -29,9 +30,8 @@ from eval_pipeline.defs.keys import (
     RESULTS_JOB,
 )
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.lanes.sweep import SweepConfig, load_sweep_config
+from eval_pipeline.lanes.sweep_config import SweepConfig, load_sweep_config
 from eval_pipeline.locks import PROJECT_LOCK, project_lock
-from eval_pipeline.mission import up_to_date
 from eval_pipeline.warehouse import created_at
 from eval_pipeline.warehouse.envelopes import load_pending_journals
 
@@ -201,7 +201,7 @@ def recover_interrupted_runs(instance: dg.DagsterInstance) -> tuple[str, ...]:
     that outlived the demo finishes its run); one still queued waits for the next daemon.
     Call only while holding the demo lock.
     """
-    from eval_pipeline.mission.queue import fail_if_worker_died
+    from eval_pipeline.dagster_client.queue import fail_if_worker_died
 
     failed: list[str] = []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS)):
@@ -237,7 +237,7 @@ def run_sweep(
 ) -> MainJobOutcome:
     """The sweep's lanes for `models` × `seeds`, then the results job, on the fixture set
     the main job froze (real providers read their keys from the environment)."""
-    from eval_pipeline.lanes.sweep import SweepConfig
+    from eval_pipeline.lanes.sweep_config import SweepConfig
 
     shown = progress or NoProgress()
     home = paths.prepared_dagster_home()
@@ -370,7 +370,7 @@ def run_job(
 def tracking_has_run() -> Callable[[str], bool]:
     """Whether the MLflow store the assets log to holds a run (the client is opened on
     first use: most jobs record no MLflow run, and opening one costs about 2 s)."""
-    from eval_pipeline.tracking.store import default_store, has_run, open_client
+    from eval_pipeline.tracking.mlflow_store import default_store, has_run, open_client
 
     clients: list[MlflowClient] = []
 
@@ -529,7 +529,7 @@ def run_sweep_partitions(
     to Dagster's run queue at once (one run each, tagged with its provider) and run in
     parallel within the queue's limits; given the definitions, a partition with nothing
     stale or missing is not submitted and its stored results stand."""
-    from eval_pipeline.mission.queue import running_daemon, submit_partitions, wait_for
+    from eval_pipeline.dagster_client.queue import running_daemon, submit_partitions, wait_for
     from eval_pipeline.providers.config import scan_model_configs
 
     sweep = sweep or load_sweep_config()
@@ -590,7 +590,7 @@ class CaseRunsRecorded:
     second cost the waiting command more CPU than a lane run)."""
 
     def __init__(self, partitions: Iterable[str]) -> None:
-        from eval_pipeline.lanes.runner import CASES_JOURNAL, partition_dir
+        from eval_pipeline.lanes.partition_runs import CASES_JOURNAL, partition_dir
 
         self.journals = [
             partition_dir(lane, model, int(seed), paths.lanes_dir()) / CASES_JOURNAL
@@ -769,8 +769,8 @@ def run_registered_experiment(
         require_registration,
     )
     from eval_pipeline.experiments.spec import resolve
+    from eval_pipeline.tracking.mlflow_store import default_store, open_client
     from eval_pipeline.tracking.provenance import code_version
-    from eval_pipeline.tracking.store import default_store, open_client
 
     material, _, _ = resolve(spec)
     fixture_id = world_stages.current_fixture_set(paths.warehouse_path()).fixture_id
@@ -807,8 +807,8 @@ def register_experiment(spec: ExperimentSpec) -> tuple[Registration, bool]:
     from eval_pipeline.defs.experiment_assets import arm_scores_key
     from eval_pipeline.experiments.registry import check_results_registration, register
     from eval_pipeline.experiments.spec import resolve
+    from eval_pipeline.tracking.mlflow_store import default_store, open_client
     from eval_pipeline.tracking.provenance import code_version
-    from eval_pipeline.tracking.store import default_store, open_client
 
     material, _, _ = resolve(spec)
     os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import dagster as dg
 
 from eval_pipeline import paths
-from eval_pipeline.defs.keys import MODELS_PARTITIONS, REGRADE_JOB
-from eval_pipeline.mission.runner import (
+from eval_pipeline.dagster_client.launch import (
     DEMO_TAG,
     JobOutcome,
     MissionProgress,
     NoProgress,
     launched_outcome,
 )
+from eval_pipeline.defs.keys import MODELS_PARTITIONS, REGRADE_JOB
 from eval_pipeline.scoring.grading import ScoreChange
 
 
@@ -66,8 +66,8 @@ def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeO
     """Re-score every stored partition by running the regrade job for it (the daemon starts
     the runs within the queue's limits; the judge's provider tags them). Call while holding
     the project lock; no warehouse connection is held while the runs write."""
+    from eval_pipeline.dagster_client.queue import running_daemon, submit_partitions, wait_for
     from eval_pipeline.defs.lane_assets import lane_partitions
-    from eval_pipeline.mission.queue import running_daemon, submit_partitions, wait_for
     from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.grading import (
         cases_under,
@@ -76,7 +76,7 @@ def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeO
         stored_partitions,
     )
     from eval_pipeline.scoring.judge import load_judge
-    from eval_pipeline.scoring.store import read_scores
+    from eval_pipeline.scoring.score_tables import read_scores
     from eval_pipeline.warehouse import connect
 
     shown = progress or NoProgress()

@@ -13,9 +13,9 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline import paths
+from eval_pipeline.dagster_client import up_to_date
 from eval_pipeline.defs.keys import SWEEP_REPORT_ASSET
 from eval_pipeline.errors import EvalPipelineError
-from eval_pipeline.mission import up_to_date
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.report.readme import update_results
 
@@ -34,8 +34,8 @@ class PublishedTable(FrozenRecord):
 def publish_readme(readme: Path) -> PublishedTable:
     """Write the latest sweep report's results table into `readme`'s results block;
     refused (nothing written) when there is no report, or it is stale."""
+    from eval_pipeline.dagster_client.launch import QUIET
     from eval_pipeline.definitions import defs
-    from eval_pipeline.mission.runner import QUIET
 
     os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())
     key = dg.AssetKey(SWEEP_REPORT_ASSET)
