@@ -56,6 +56,7 @@ from pathlib import Path
 import openai
 
 from eval_pipeline.paths import PROJECT_ROOT, var_dir
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession, CallTag
@@ -132,6 +133,7 @@ async def run_ours(
 
     async def run() -> None:
         async with CallSession(
+            price_book=load_price_book(),
             run_id=f"bench-{phase}-{level}",
             journal_path=work / f"ours-{phase}-{level}-{time.monotonic_ns()}.jsonl",
             budget=BudgetGate(Decimal("1000")),

@@ -129,7 +129,7 @@ def main() -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from eval_pipeline.lanes.partition_runs import LaneSettings
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.providers.run_limits import runs_at_once
 
     configs = scan_model_configs().configs

@@ -40,7 +40,7 @@ def main() -> int:
     from eval_pipeline.lane_records import LaneIdentity
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.partition_runs import IDENTITIES_JOURNAL, LaneSettings
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.sim.sessions import session_for
     from eval_pipeline.tracking.mlflow_store import TrackingStore, open_client

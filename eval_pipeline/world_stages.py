@@ -379,10 +379,9 @@ def check_main_job_inputs(world_config: Path) -> list[str]:
     today's date. A problem raises its own error (file and field named), so it is shown
     first and alone instead of inside a run's step failure. Returns one note per invalid
     model config the job does not use (reported, then skipped)."""
+    from eval_pipeline.project_configs import load_price_book, scan_model_configs
     from eval_pipeline.providers.calibration import PLANTED_CONFIGS
-    from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.providers.harness import utc_today
-    from eval_pipeline.providers.prices import load_price_book
     from eval_pipeline.world import load_world_config
 
     load_world_config(world_config)

@@ -65,6 +65,34 @@ def test_the_model_call_layer_imports_nothing_of_the_simulator_scoring_or_the_la
     )
 
 
+MODEL_CALL_LAYER_READS = (
+    "eval_pipeline.providers",
+    "eval_pipeline.cases.case",
+    "eval_pipeline.cases.readers",
+    "eval_pipeline.cases.schema_check",
+    "eval_pipeline.records",
+    "eval_pipeline.errors",
+    "eval_pipeline.config",
+)
+"""Itself, the case model with its answer readers and schema check, records, errors, and
+the YAML reading that names a bad field: nothing of the project's layout (`paths`), the
+simulator, the warehouse, crash points or a display."""
+
+
+def test_the_model_call_layer_imports_only_itself_the_case_model_and_the_base_modules() -> None:
+    """Issue 29's rule for `providers/`: where configs, the price book and journals live,
+    loading journals into the warehouse, crash points and progress are the caller's (it
+    imported `paths`, `warehouse`, `crashpoints` and drew a rich progress bar)."""
+    outside = [
+        str(found)
+        for found in package_imports(PACKAGE / "providers")
+        if within(found.module, "eval_pipeline")
+        and found.module != "eval_pipeline"
+        and not any(within(found.module, allowed) for allowed in MODEL_CALL_LAYER_READS)
+    ]
+    assert outside == []
+
+
 def test_no_module_of_the_package_imports_itself_through_others() -> None:
     """Issue 29: ten modules (the warehouse, the lanes' and scores' tables, the harness, the
     judge, the grading, the simulator's sessions) imported one another; the transport

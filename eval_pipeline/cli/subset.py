@@ -23,7 +23,7 @@ def run_subset(names: Sequence[str], seeds: Sequence[int], selection: CaseSelect
     from eval_pipeline.lanes.agent_db import build_agent_world_db
     from eval_pipeline.lanes.guards import GuardSettings, guards_from_env
     from eval_pipeline.lanes.sweep_config import load_sweep_config
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.scoring.score import UNHEARD
 

@@ -39,9 +39,8 @@ def sweep(
     a folder of its own (var/subsets/), printed and never published as the suite."""
     from eval_pipeline import world_stages
     from eval_pipeline.experiments.sweep_plan import plan_sweep
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import load_price_book, scan_model_configs
     from eval_pipeline.providers.harness import utc_today
-    from eval_pipeline.providers.prices import load_price_book
     from eval_pipeline.scoring.judge import load_judge
 
     names = [name.strip() for name in models.split(",") if name.strip()]

@@ -530,7 +530,7 @@ def run_sweep_partitions(
     parallel within the queue's limits; given the definitions, a partition with nothing
     stale or missing is not submitted and its stored results stand."""
     from eval_pipeline.dagster_client.queue import running_daemon, submit_partitions, wait_for
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
 
     sweep = sweep or load_sweep_config()
     shown = progress or NoProgress()

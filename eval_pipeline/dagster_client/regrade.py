@@ -68,7 +68,7 @@ def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeO
     the project lock; no warehouse connection is held while the runs write."""
     from eval_pipeline.dagster_client.queue import running_daemon, submit_partitions, wait_for
     from eval_pipeline.defs.lane_assets import lane_partitions
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.scoring.grading import (
         cases_under,
         previous_scores,

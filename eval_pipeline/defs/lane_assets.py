@@ -123,7 +123,8 @@ def _run_lanes(
         execute_partitions,
         latest_runs,
     )
-    from eval_pipeline.providers.config import SIMULATED, scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
+    from eval_pipeline.providers.config import SIMULATED
     from eval_pipeline.providers.envelope import split_labels
     from eval_pipeline.providers.labels import top_failures
 

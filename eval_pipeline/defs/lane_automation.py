@@ -14,7 +14,7 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.lane_assets import model_partitions
 from eval_pipeline.lanes.sweep_config import SweepConfig, load_sweep_config
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 
 
 def _partition(model: str, seed: int) -> dg.MultiPartitionKey:

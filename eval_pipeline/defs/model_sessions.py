@@ -85,7 +85,7 @@ def judge_asker(
     """Asks `judge` in a session of its own journaling under runs/<run_id>/ (opened only
     when there is something to ask; a tenant of `server` when given; its calls in flight
     among the run's `slots` when given)."""
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.scoring.judge import judge_in_session
 
     def ask(items: JudgeItems) -> Mapping[str, JudgeVerdict]:

@@ -19,6 +19,7 @@ from eval_pipeline.defs.keys import (
 )
 from eval_pipeline.defs.model_sessions import run_slots
 from eval_pipeline.defs.resources import SimulatedProvider, WarehouseResource
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.calibration import (
     CALIBRATION_PLAN,
     CALIBRATION_SIM_OPTIONS,
@@ -26,7 +27,6 @@ from eval_pipeline.providers.calibration import (
     PlantedCalibration,
     calibrate_planted_configs,
 )
-from eval_pipeline.providers.config import scan_model_configs
 
 
 class CalibrationFigures(AssetFigures):

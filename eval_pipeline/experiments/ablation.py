@@ -169,8 +169,8 @@ def ablation_from_warehouse(model: str, seeds: Sequence[int]) -> AblationMatrix:
 
     from eval_pipeline import paths, world_stages
     from eval_pipeline.lanes.agent_db import build_agent_world_db
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.providers.call_slots import RunSlots
-    from eval_pipeline.providers.config import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
     from eval_pipeline.sim.sessions import session_for
 

@@ -251,7 +251,7 @@ def judge_material(judge: Judge, configs: dict[str, ModelConfig]) -> dict[str, A
 
 def resolve(spec: ExperimentSpec) -> tuple[Registered, dict[str, ModelConfig], Judge]:
     """What registering or running `spec` fixes, with the model configs and judge it uses."""
-    from eval_pipeline.providers.config import scan_model_configs
+    from eval_pipeline.project_configs import scan_model_configs
     from eval_pipeline.scoring.judge import load_judge
 
     judge = load_judge()

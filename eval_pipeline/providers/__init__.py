@@ -4,7 +4,8 @@ Dagster-free. The public surface (see docs/model-calls.md):
 
 - requests and replies: `ModelRequest`, `Message`, `ToolSpec`, `ToolCall`, `ModelResponse`,
   `actionable` (the only way to act on a reply; refuses a cut-off one);
-- configs: `ModelConfig`, `load_model_configs`, `load_price_book`;
+- configs: `ModelConfig`, `load_model_configs` (a folder's), `read_price_book` (a file's;
+  where the project keeps them is `eval_pipeline.project_configs`');
 - calling: `CallSession`, `ModelClient`, `CallTag`, `CallResult`, `BudgetGate`,
   `ResponseCache`;
 - labels: `classify`, `summarize`, `expect_answer`, `expect_tool_call`;
@@ -34,7 +35,7 @@ _EXPORTS = {
     "load_model_configs": "config",
     "PriceBook": "prices",
     "PriceQuote": "prices",
-    "load_price_book": "prices",
+    "read_price_book": "prices",
     "CallSession": "harness",
     "ModelClient": "harness",
     "CallTag": "harness",
@@ -74,7 +75,7 @@ __all__ = [
     "expect_tool_call",
     "load_model_config",
     "load_model_configs",
-    "load_price_book",
+    "read_price_book",
     "summarize",
 ]
 
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
         expect_tool_call,
         summarize,
     )
-    from eval_pipeline.providers.prices import PriceBook, PriceQuote, load_price_book
+    from eval_pipeline.providers.prices import PriceBook, PriceQuote, read_price_book
     from eval_pipeline.providers.types import (
         Message,
         ModelRequest,

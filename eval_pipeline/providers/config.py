@@ -9,7 +9,7 @@ and is kept out of the response cache key.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -18,7 +18,6 @@ from pydantic import Field, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import models_dirs
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.records import FrozenRecord
 
@@ -229,6 +228,12 @@ class ModelConfigScan:
             raise ConfigError(f"model config {listed} not found in {self.where}; known: {known}")
         return {name: self.configs[name] for name in wanted}
 
+    def all_valid(self) -> dict[str, ModelConfig]:
+        """Every config by name, when every file is valid (else the first file's error)."""
+        for reason in self.invalid.values():
+            raise ConfigError(reason)
+        return dict(self.configs)
+
     def skipped(self) -> list[str]:
         """One line per invalid file: what was skipped and why."""
         return [
@@ -238,11 +243,12 @@ class ModelConfigScan:
         ]
 
 
-def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
-    """Every `*.yaml` of `directory`, else of `paths.models_dirs()` (a file of a later folder
-    replaces an earlier one of the same file name); invalid files are kept with their error.
-    Two valid files with one config name are an error (which one was meant is unknown)."""
-    roots = (directory,) if directory is not None else models_dirs()
+def scan_model_config_folders(roots: Sequence[Path]) -> ModelConfigScan:
+    """Every `*.yaml` of the folders `roots` (a file of a later folder replaces an earlier
+    one of the same file name); invalid files are kept with their error. Two valid files
+    with one config name are an error (which one was meant is unknown). Which folders are
+    the project's is `project_configs.scan_model_configs`' to say, not this layer's."""
+    roots = tuple(roots)
     files = {path.name: path for root in roots for path in sorted(root.glob("*.yaml"))}
     configs: dict[str, ModelConfig] = {}
     invalid: dict[Path, str] = {}
@@ -258,13 +264,10 @@ def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
     return ModelConfigScan(directories=roots, configs=configs, invalid=invalid)
 
 
-def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
-    """Every model config by name; any invalid file is an error (use `scan_model_configs`
-    to go on without the invalid ones)."""
-    scan = scan_model_configs(directory)
-    for reason in scan.invalid.values():
-        raise ConfigError(reason)
-    return dict(scan.configs)
+def load_model_configs(directory: Path) -> dict[str, ModelConfig]:
+    """Every model config of the folder by name; any invalid file is an error (use
+    `scan_model_config_folders` to go on without the invalid ones)."""
+    return scan_model_config_folders([directory]).all_valid()
 
 
 def configured_keys(configs: Iterable[ModelConfig]) -> list[str]:

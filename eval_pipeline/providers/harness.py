@@ -77,7 +77,7 @@ from eval_pipeline.providers.labels import (
     classify,
     summarize,
 )
-from eval_pipeline.providers.prices import PriceBook, TierCost, load_price_book
+from eval_pipeline.providers.prices import PriceBook, TierCost
 from eval_pipeline.providers.redact import Redactor, record_texts, redact_record
 from eval_pipeline.providers.transport import AttemptOutcome, Transport, WireRequest
 from eval_pipeline.providers.transport_factory import make_transport
@@ -794,7 +794,7 @@ class CallSession:
         *,
         run_id: str,
         journal_path: Path,
-        price_book: PriceBook | None = None,
+        price_book: PriceBook,
         budget: BudgetGate | None = None,
         cache: ResponseCache | None = None,
         cache_mode: CacheMode = "off",
@@ -814,7 +814,7 @@ class CallSession:
             raise ProviderError(f"cache mode {cache_mode!r} needs a ResponseCache")
         self.run_id = run_id
         self.journal = EnvelopeJournal(journal_path, fsync=fsync)
-        self.price_book = price_book or load_price_book()
+        self.price_book = price_book
         self.budget = budget
         self.cache = cache
         self.cache_mode: CacheMode = cache_mode

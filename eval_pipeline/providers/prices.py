@@ -24,7 +24,6 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from eval_pipeline.config import load_yaml_config
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.paths import prices_path
 from eval_pipeline.providers.errors import (
     PriceError,
     UncoveredDatePriceError,
@@ -294,10 +293,10 @@ def _load_cached(path: Path, _mtime_ns: int, _size: int) -> PriceBook:
     return PriceBook(currency=parsed.currency, models=parsed.models, source=str(path))
 
 
-def load_price_book(path: Path | None = None) -> PriceBook:
-    """Load and validate the price book (default `paths.prices_path()`, i.e.
-    `configs/prices.yaml`); cached per file version."""
-    resolved = (path or prices_path()).resolve()
+def read_price_book(path: Path) -> PriceBook:
+    """Read and validate the price book at `path`; cached per file version (the project's
+    is `project_configs.load_price_book`')."""
+    resolved = path.resolve()
     try:
         stat = resolved.stat()
     except FileNotFoundError as error:

@@ -20,7 +20,7 @@ import duckdb
 from eval_pipeline.cases.case import Case
 from eval_pipeline.cases.frozen import load_fixtures
 from eval_pipeline.lane_records import CASE_OUTCOMES, CaseRun
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.records import FrozenRecord
 from eval_pipeline.scoring.judge import (

@@ -41,7 +41,7 @@ class SimBillLine(SimUsageLine):
 
 def _load_price_book() -> PriceBook:
     try:
-        from eval_pipeline.providers.prices import load_price_book
+        from eval_pipeline.project_configs import load_price_book
     except ImportError as exc:
         raise SimAdminError(
             f"cannot price the bill: eval_pipeline.providers.prices is unavailable ({exc})"

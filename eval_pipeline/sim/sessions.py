@@ -9,14 +9,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from eval_pipeline.crashpoints import crash_point
+from eval_pipeline.project_configs import load_price_book, scan_model_configs
 from eval_pipeline.providers.budget import BudgetGate
 from eval_pipeline.providers.call_slots import RunSlots
-from eval_pipeline.providers.config import (
-    SIMULATED,
-    ModelConfig,
-    configured_keys,
-    scan_model_configs,
-)
+from eval_pipeline.providers.config import SIMULATED, ModelConfig, configured_keys
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.sim import SIM_API_KEY as SIM_API_KEY
 from eval_pipeline.sim.process import SimHandle, SimTenant, running_sim
@@ -55,6 +51,7 @@ def session_for(
     )
     with starting as handle:
         yield CallSession(
+            price_book=load_price_book(),
             run_id=run_id,
             journal_path=journal,
             budget=budget,

@@ -28,7 +28,7 @@ from eval_pipeline.defs.keys import (
     SWEEP_TRACKING_ASSET,
 )
 from eval_pipeline.paths import PROJECT_ROOT
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline_tests.defs.webserver_checks import assert_the_webserver_shows_the_graph
 from eval_pipeline_tests.demo_helpers import build_main_job, small_world_env
 from eval_pipeline_tests.test_ui import free_port

@@ -24,8 +24,8 @@ from eval_pipeline.dagster_client.launch import (
 )
 from eval_pipeline.errors import ConfigError, WorldError
 from eval_pipeline.locks import held_exclusively
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.calibration import PLANTED_CONFIGS
-from eval_pipeline.providers.config import scan_model_configs
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline_tests.demo_helpers import (
     billed_calls_missing_from_warehouse,

@@ -26,7 +26,7 @@ from eval_pipeline.defs.lane_warehouse_assets import lane_warehouse_asset
 from eval_pipeline.defs.world_assets import answer_key_asset, fixtures_asset, world_asset
 from eval_pipeline.lanes.sweep_config import SweepConfig, load_sweep_config
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.sim import process as sim_process
 from eval_pipeline.sim.process import SIM_REQUEST_LOG

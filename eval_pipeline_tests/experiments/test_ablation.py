@@ -12,7 +12,7 @@ import pytest
 
 from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.experiments.ablation import ALL_GUARDS, MODEL_LANE, AblationMatrix, run_ablation
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.sim.sessions import session_for
 

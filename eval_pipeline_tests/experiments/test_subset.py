@@ -20,7 +20,7 @@ from eval_pipeline.experiments.subset import (
     subset_root,
 )
 from eval_pipeline.lanes.guards import GuardSettings
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 
 

@@ -17,9 +17,8 @@ from eval_pipeline.cli import main
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.experiments.sweep_plan import plan_sweep
 from eval_pipeline.lanes.conversation import case_request, opening, system_prompt
+from eval_pipeline.project_configs import load_price_book, scan_model_configs
 from eval_pipeline.providers.budget import worst_case_input_tokens
-from eval_pipeline.providers.config import scan_model_configs
-from eval_pipeline.providers.prices import load_price_book
 from eval_pipeline.providers.types import ToolSpec
 from eval_pipeline.providers.wire import wire_body
 from eval_pipeline.scoring.judge import load_judge

@@ -36,7 +36,7 @@ from eval_pipeline.lanes.partition_runs import (
     partition_dir,
     run_partition,
 )
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.redact import REDACTED
 from eval_pipeline.scoring.grading import Partition, grade_partition, judge_asker

@@ -20,8 +20,9 @@ from eval_pipeline.lanes.partition_runs import (
     PartitionRequest,
     execute_partitions,
 )
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.call_slots import RunSlots
-from eval_pipeline.providers.config import ModelConfig, scan_model_configs
+from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import CallEnvelope
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.providers.run_limits import calls_in_flight_per_run

@@ -23,6 +23,7 @@ from eval_pipeline.lanes.partition_runs import (
     partition_dir,
     run_partition,
 )
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import JOURNAL_NAME
 from eval_pipeline.providers.harness import CallSession
@@ -88,7 +89,11 @@ async def one_run(
     base_url: str, run_id: str, fixture_set: FixtureSet, root: Path, cases: list[Case]
 ) -> LaneRunSummary:
     """One run of the model lane over `cases`, journaling under root/runs/<run_id>/."""
-    session = CallSession(run_id=run_id, journal_path=root / "runs" / run_id / JOURNAL_NAME)
+    session = CallSession(
+        price_book=load_price_book(),
+        run_id=run_id,
+        journal_path=root / "runs" / run_id / JOURNAL_NAME,
+    )
     async with session:
         return await run_partition(
             lane="model",

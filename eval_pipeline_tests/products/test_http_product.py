@@ -20,7 +20,7 @@ from eval_pipeline.experiments.isolated import run_and_score_in_session
 from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.products import ProductSpec
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.world import load_world_config, plugin_for_config
 from eval_pipeline_tests.products.test_mcp_product import free_port, wait_for_port

@@ -21,7 +21,7 @@ from eval_pipeline.experiments.isolated import run_and_score_in_session
 from eval_pipeline.lanes.partition_runs import LaneSettings
 from eval_pipeline.products import ProductSpec, product_for
 from eval_pipeline.products.mcp import McpError
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 from eval_pipeline.world.label.tools import SUBMIT_PAYOUT_BATCH
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.calibration import PLANTED_LOOKUP_TOOL
 from eval_pipeline.providers.config import ModelConfig, RetryPolicy
 from eval_pipeline.providers.harness import CallSession
@@ -117,6 +118,9 @@ def sim_config(
 def new_session(tmp_path: Path, run_id: str = "run-1", **options: Any) -> CallSession:
     """A session journaling under `tmp_path` (the test's own folder)."""
     options.setdefault("clock", lambda: BEFORE_TIER_CHANGE)
+    options.setdefault("price_book", load_price_book())
     return CallSession(
-        run_id=run_id, journal_path=tmp_path / "runs" / run_id / "envelopes.jsonl", **options
+        run_id=run_id,
+        journal_path=tmp_path / "runs" / run_id / "envelopes.jsonl",
+        **options,
     )

@@ -24,6 +24,7 @@ from typing import Protocol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.call_slots import MachineSlots, ProviderSlots, RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
@@ -300,7 +301,9 @@ def test_a_session_outside_the_run_queue_has_its_configs_whole_limit(tmp_path: P
     It kept a queued run's share (16 // 8 = 2 for the simulated provider), so the harness
     bench measured ours at an eighth of the calls in flight it was given."""
     config = _config("simulated", 16)
-    session = CallSession(run_id="alone", journal_path=tmp_path / "envelopes.jsonl")
+    session = CallSession(
+        price_book=load_price_book(), run_id="alone", journal_path=tmp_path / "envelopes.jsonl"
+    )
     alone = session.slot(config)
     assert isinstance(alone, ProviderSlots)
     assert alone._free == 16

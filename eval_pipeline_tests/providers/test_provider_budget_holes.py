@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.budget import BudgetGate, input_token_bound, worst_case_input_tokens
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.errors import BudgetStoppedError, PriceError
 from eval_pipeline.providers.harness import CallResult, CallTag
-from eval_pipeline.providers.prices import load_price_book
 from eval_pipeline.providers.transport import AttemptOutcome, WireRequest
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import (

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.collector import YoungCollections
 from eval_pipeline.providers.harness import CallSession
 
@@ -27,9 +28,13 @@ def test_a_session_raises_the_young_threshold_while_open_and_restores_it(
     seen: list[tuple[int, int, int]] = []
 
     async def run() -> None:
-        async with CallSession(run_id="gc", journal_path=tmp_path / "a.jsonl"):
+        async with CallSession(
+            price_book=load_price_book(), run_id="gc", journal_path=tmp_path / "a.jsonl"
+        ):
             seen.append(gc.get_threshold())
-            async with CallSession(run_id="gc-inner", journal_path=tmp_path / "b.jsonl"):
+            async with CallSession(
+                price_book=load_price_book(), run_id="gc-inner", journal_path=tmp_path / "b.jsonl"
+            ):
                 seen.append(gc.get_threshold())
             seen.append(gc.get_threshold())
 
@@ -43,7 +48,9 @@ def test_a_failing_session_still_restores_the_threshold(
     tmp_path: Path, default_thresholds: tuple[int, int, int]
 ) -> None:
     async def run() -> None:
-        async with CallSession(run_id="gc", journal_path=tmp_path / "a.jsonl"):
+        async with CallSession(
+            price_book=load_price_book(), run_id="gc", journal_path=tmp_path / "a.jsonl"
+        ):
             raise ValueError("a lane failed")
 
     with pytest.raises(ValueError, match="a lane failed"):

@@ -10,7 +10,7 @@ import pytest
 
 from eval_pipeline.errors import ConfigError
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.providers.config import scan_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.scoring.judge import load_judge
 
 MINE = "name: mine\napi: openai_compatible\nprovider: local\nmodel: my-model\n"

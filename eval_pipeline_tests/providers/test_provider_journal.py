@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.envelope import read_journal
 from eval_pipeline.providers.errors import JournalError
@@ -36,11 +37,14 @@ CHILD = textwrap.dedent(
     from eval_pipeline.providers.config import ModelConfig
     from eval_pipeline.providers.harness import CallSession, CallTag
     from eval_pipeline.providers.types import Message, ModelRequest
+    from eval_pipeline.project_configs import load_price_book
 
     config = ModelConfig.model_validate_json(sys.argv[2])
 
     async def main() -> None:
-        session = CallSession(run_id="crash", journal_path=Path(sys.argv[1]))
+        session = CallSession(
+            price_book=load_price_book(), run_id="crash", journal_path=Path(sys.argv[1])
+        )
         client = session.client(config)
         for n in range(10_000):
             request = ModelRequest(
@@ -248,7 +252,9 @@ def test_a_key_in_any_free_text_field_is_redacted_before_the_journal(tmp_path: P
         if info.annotation in (str, str | None)
     ]
     assert {"response_body", "answer", "failure_detail", "request_json"} <= set(free_text)
-    session = CallSession(run_id="r", journal_path=tmp_path / "journal.jsonl")
+    session = CallSession(
+        price_book=load_price_book(), run_id="r", journal_path=tmp_path / "journal.jsonl"
+    )
     session.redact.add(FAKE_KEY)
     for name in free_text:
         recorded = session.record(base.model_copy(update={name: f"x {FAKE_KEY} y"}))

@@ -13,9 +13,9 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.envelope import CallEnvelope
 from eval_pipeline.providers.harness import CallTag
-from eval_pipeline.providers.prices import load_price_book
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.sim.process import SimHandle
 from eval_pipeline_tests.providers.conftest import (

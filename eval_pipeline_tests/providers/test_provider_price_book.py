@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from eval_pipeline.errors import ConfigError
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.errors import (
     PriceError,
     UncoveredDatePriceError,
@@ -31,7 +32,6 @@ from eval_pipeline.providers.prices import (
     PriceTier,
     TokenPrices,
     _price_has_few_decimals,
-    load_price_book,
 )
 
 DAY = date(2026, 6, 1)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.errors import ConfigError, EvalPipelineError
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.errors import UncoveredDatePriceError, UnknownModelPriceError
-from eval_pipeline.providers.prices import PriceBook, load_price_book
+from eval_pipeline.providers.prices import PriceBook
 
 BEFORE_CHANGE = date(2026, 12, 31)
 AFTER_CHANGE = date(2027, 1, 1)

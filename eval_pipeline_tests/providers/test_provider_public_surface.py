@@ -41,7 +41,7 @@ PUBLIC_SURFACE = [
     "expect_tool_call",
     "load_model_config",
     "load_model_configs",
-    "load_price_book",
+    "read_price_book",
     "summarize",
 ]
 

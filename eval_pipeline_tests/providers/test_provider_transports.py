@@ -25,16 +25,15 @@ import pytest
 from aiohttp import web
 
 from eval_pipeline.paths import CONFIGS_DIR
+from eval_pipeline.project_configs import load_model_configs, load_price_book
 from eval_pipeline.providers.config import (
     NO_KEY_PLACEHOLDER,
     NOT_IN_IDENTITY,
     ModelConfig,
     load_model_config,
-    load_model_configs,
 )
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.labels import expect_answer
-from eval_pipeline.providers.prices import load_price_book
 from eval_pipeline.providers.transport_factory import transport_kind
 from eval_pipeline.providers.types import Message, ModelRequest
 from eval_pipeline.providers.wire import encode_wire_body, wire_body

@@ -11,7 +11,8 @@ import pytest
 
 from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.providers.config import ModelConfig, load_model_config, load_model_configs
+from eval_pipeline.project_configs import load_model_configs
+from eval_pipeline.providers.config import ModelConfig, load_model_config
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.providers.harness import CallTag
 from eval_pipeline.providers.labels import (

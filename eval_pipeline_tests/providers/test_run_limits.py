@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from eval_pipeline import paths
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.call_slots import RunSlots
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
@@ -81,10 +82,18 @@ def test_a_sessions_calls_in_flight_are_its_runs_share(tmp_path: Path) -> None:
         api_key_env="ANTHROPIC_API_KEY",
         max_in_flight=16,
     )
-    session = CallSession(run_id="r", journal_path=tmp_path / "j.jsonl", slots=RunSlots(share=True))
+    session = CallSession(
+        price_book=load_price_book(),
+        run_id="r",
+        journal_path=tmp_path / "j.jsonl",
+        slots=RunSlots(share=True),
+    )
     assert asyncio.run(_free_slots(session, config)) == 16 // runs_at_once("anthropic") == 8
     given = CallSession(
-        run_id="r", journal_path=tmp_path / "k.jsonl", provider_limits={"anthropic": 3}
+        price_book=load_price_book(),
+        run_id="r",
+        journal_path=tmp_path / "k.jsonl",
+        provider_limits={"anthropic": 3},
     )
     assert asyncio.run(_free_slots(given, config)) == 3
 

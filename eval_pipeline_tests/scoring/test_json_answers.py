@@ -15,6 +15,7 @@ import pytest
 
 from eval_pipeline.cases.case import Case
 from eval_pipeline.cases.readers import grade_answer, read_json_answer, reader_for
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.harness import CallSession, CallTag
 from eval_pipeline.providers.labels import classify, expect_answer
 from eval_pipeline.providers.types import Message, ModelRequest, ModelResponse
@@ -113,7 +114,9 @@ def test_model_client_call_reads_answers_with_the_reader_it_is_given(
         with running_sim(plugins=["eval_pipeline_tests.sim.echo_profile"]) as sim:
             config = sim_config(sim, "test-echo", price_model="tool-responder")
             async with CallSession(
-                run_id="json", journal_path=tmp_path / "envelopes.jsonl"
+                price_book=load_price_book(),
+                run_id="json",
+                journal_path=tmp_path / "envelopes.jsonl",
             ) as session:
                 client = session.client(config)
                 out = []

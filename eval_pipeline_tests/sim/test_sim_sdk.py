@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from eval_pipeline.cases.schema_check import schema_problem
-from eval_pipeline.providers.prices import load_price_book
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.sim.process import SimHandle, running_sim
 from eval_pipeline.sim.tokens import schema_text, text_tokens
 from eval_pipeline_tests.sim.helpers import (

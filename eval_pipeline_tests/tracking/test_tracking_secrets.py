@@ -13,6 +13,7 @@ import pytest
 from eval_pipeline.cases.frozen import FixtureSet
 from eval_pipeline.lanes.lane_tables import load_partition_records, read_identities
 from eval_pipeline.lanes.partition_runs import LaneSettings, partition_dir, run_partition
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.config import ModelConfig
 from eval_pipeline.providers.harness import CallSession
 from eval_pipeline.scoring.score_tables import read_partition, score_partition
@@ -50,7 +51,9 @@ def test_a_planted_key_reaches_neither_the_mlflow_store_nor_its_artifacts(
             }
         )
         session = CallSession(
-            run_id="keyed-run", journal_path=tmp_path / "runs" / "keyed-run" / "envelopes.jsonl"
+            price_book=load_price_book(),
+            run_id="keyed-run",
+            journal_path=tmp_path / "runs" / "keyed-run" / "envelopes.jsonl",
         )
         folder = partition_dir("model", config.name, 0, tmp_path / "lanes")
 
