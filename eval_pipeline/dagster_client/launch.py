@@ -705,11 +705,12 @@ def _left_unheard(
     stored = up_to_date.stored_result(
         instance, lanes_job.asset_layer.selected_asset_keys, partition=partition
     )
-    return any(
-        isinstance(count, int) and count > 0
-        for meta in stored.materializations.values()
-        for count in (meta.get("infra_errors"), meta.get("harness_errors"))
+    from eval_pipeline.defs.lane_assets import LANE_RUNS_ASSET, LaneRunFigures
+
+    found = (
+        LaneRunFigures.read(stored.materializations, asset) for asset in LANE_RUNS_ASSET.values()
     )
+    return any(figures.unheard for figures in found if figures is not None)
 
 
 def _outcome(

@@ -23,6 +23,7 @@ from eval_pipeline.dagster_client.launch import (
     launched_outcome,
 )
 from eval_pipeline.defs.keys import MODELS_PARTITIONS, REGRADE_JOB
+from eval_pipeline.defs.score_assets import SCORES_LANE, PartitionScoresFigures
 from eval_pipeline.scoring.grading import ScoreChange
 
 
@@ -41,25 +42,26 @@ class RegradeOutcome:
     def success(self) -> bool:
         return all(run.success for run in self.runs)
 
-    def _total(self, field: str) -> int:
-        return sum(
-            int(meta[field])  # type: ignore[call-overload]
+    def _scores(self) -> list[PartitionScoresFigures]:
+        """The figures of every scores asset the regrade runs materialized."""
+        found = (
+            PartitionScoresFigures.read(run.materializations, asset)
             for run in self.runs
-            for meta in run.materializations.values()
-            if field in meta
+            for asset in SCORES_LANE
         )
+        return [figures for figures in found if figures is not None]
 
     @property
     def scored(self) -> int:
-        return self._total("cases")
+        return sum(figures.cases for figures in self._scores())
 
     @property
     def judge_asked(self) -> int:
-        return self._total("judge_asked")
+        return sum(figures.judge_asked for figures in self._scores())
 
     @property
     def judge_reused(self) -> int:
-        return self._total("judge_reused")
+        return sum(figures.judge_reused for figures in self._scores())
 
 
 def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeOutcome:

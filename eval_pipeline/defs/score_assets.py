@@ -56,6 +56,14 @@ if TYPE_CHECKING:
 # Scoring (numpy, DuckDB, the judge's model calls) is imported by the steps that score.
 
 
+class PartitionScoresFigures(AssetFigures):
+    """One lane partition's scores (the model or the product lane's scores asset)."""
+
+    cases: int
+    judge_asked: int
+    judge_reused: int
+
+
 class SummaryFigures(AssetFigures):
     asset: ClassVar[str] = SWEEP_SUMMARY_ASSET
     summary: Markdown
@@ -139,7 +147,9 @@ def _partition_metadata(
         if s.label is not None:
             labels[s.label] = labels.get(s.label, 0) + 1
     return {
-        "cases": len(scores),
+        **PartitionScoresFigures(
+            cases=len(scores), judge_asked=graded.judge_asked, judge_reused=graded.judge_reused
+        ).metadata(),
         "scored": len(scored),
         "mean_points": round(100 * sum(scored) / len(scored), 2) if scored else -1.0,
         "unheard ‡": sum(
@@ -149,8 +159,6 @@ def _partition_metadata(
         "statuses": dg.MetadataValue.json(statuses),
         "final_answer_labels": dg.MetadataValue.json(labels),
         "security_violations": sum(1 for s in scores if s.security_violation),
-        "judge_asked": graded.judge_asked,
-        "judge_reused": graded.judge_reused,
         "judge_rubric_hash": rubric_hash,
         "fixture_id": scores[0].fixture_id if scores else "",
         "fixture_cases": len(cases),
