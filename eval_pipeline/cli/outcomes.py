@@ -67,7 +67,7 @@ def echo_unhealed(lanes: Sequence[JobOutcome]) -> bool:
     for where, run in unheard:
         click.echo(f"  {where}: {run.unheard} case(s)", err=True)
         for cause in run.unhealed_causes:
-            click.echo(f"    {cause.calls} call(s) ended {cause.status}: {cause.detail}", err=True)
+            click.echo(f"    {cause.line()}", err=True)
     click.echo(
         "Fix the cause (the key, the server, the path) and run the same command again: "
         "the cases not heard are re-run.",
