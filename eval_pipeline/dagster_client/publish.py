@@ -36,6 +36,7 @@ def publish_readme(readme: Path) -> PublishedTable:
     refused (nothing written) when there is no report, or it is stale."""
     from eval_pipeline.dagster_client.launch import QUIET
     from eval_pipeline.definitions import defs
+    from eval_pipeline.defs.report_assets import ReportFigures
 
     os.environ["DAGSTER_HOME"] = str(paths.prepared_dagster_home())
     key = dg.AssetKey(SWEEP_REPORT_ASSET)
@@ -55,10 +56,8 @@ def publish_readme(readme: Path) -> PublishedTable:
                 f"code version or input changed since for {shown}; run `evalp demo` (or "
                 "`evalp sweep`) first, then publish"
             )
-        table = event.asset_materialization.metadata.get("readme_table")
-    if table is None:
-        raise PublishError(f"the sweep report of Dagster run {event.run_id} has no README table")
-    source = Path(str(table.value))
+        report = ReportFigures.of(event.asset_materialization.metadata)
+    source = Path(report.readme_table)
     try:
         text = source.read_text(encoding="utf-8")
     except OSError as error:

@@ -71,16 +71,21 @@ class AssetFigures(FrozenRecord):
         materializations; None when the run did not materialize it."""
         key = asset or cls.asset
         found = materializations.get(key)
-        if found is None:
-            return None
+        return None if found is None else cls.of(found, key)
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, object], asset: str = "") -> Self:
+        """The figures in one materialization's metadata (plain values, or Dagster's
+        metadata values); an error naming the asset and the figure when one is missing."""
+        values = {name: getattr(value, "value", value) for name, value in metadata.items()}
         try:
-            return cls.model_validate(dict(found))
+            return cls.model_validate(values)
         except ValidationError as error:
             problems = "; ".join(
                 f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}"
                 for problem in error.errors()
             )
             raise FiguresError(
-                f"asset {key}: its materialization's figures are not what "
+                f"asset {asset or cls.asset}: its materialization's figures are not what "
                 f"{cls.__name__} reads ({problems})"
             ) from error
