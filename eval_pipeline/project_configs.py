@@ -12,7 +12,6 @@ from pathlib import Path
 
 from eval_pipeline import paths
 from eval_pipeline.providers.config import (
-    ModelConfig,
     ModelConfigScan,
     scan_model_config_folders,
 )
@@ -23,12 +22,6 @@ def scan_model_configs(directory: Path | None = None) -> ModelConfigScan:
     """Every model config of `directory`, else of the project's folders
     (`paths.models_dirs()`), invalid files kept with their error."""
     return scan_model_config_folders((directory,) if directory is not None else paths.models_dirs())
-
-
-def load_model_configs(directory: Path | None = None) -> dict[str, ModelConfig]:
-    """Every model config by name (an invalid file is an error), of `directory`, else of
-    the project's folders."""
-    return scan_model_configs(directory).all_valid()
 
 
 def load_price_book(path: Path | None = None) -> PriceBook:

@@ -17,14 +17,9 @@ if TYPE_CHECKING:
 
 
 P = ParamSpec("P")
-
-
 R = TypeVar("R")
 
-
 SEED_RANGE = click.IntRange(0, 2**63 - 1)
-
-
 PORT_RANGE = click.IntRange(0, 65535)
 
 

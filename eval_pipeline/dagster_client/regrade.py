@@ -9,6 +9,7 @@ before against after, explained case by case (`scoring.grading.score_changes`).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -42,8 +43,9 @@ class RegradeOutcome:
     def success(self) -> bool:
         return all(run.success for run in self.runs)
 
+    @functools.cached_property
     def _scores(self) -> list[PartitionScoresFigures]:
-        """The figures of every scores asset the regrade runs materialized."""
+        """The figures of every scores asset the regrade runs materialized (read once)."""
         found = (
             PartitionScoresFigures.read(run.materializations, asset)
             for run in self.runs
@@ -53,15 +55,15 @@ class RegradeOutcome:
 
     @property
     def scored(self) -> int:
-        return sum(figures.cases for figures in self._scores())
+        return sum(figures.cases for figures in self._scores)
 
     @property
     def judge_asked(self) -> int:
-        return sum(figures.judge_asked for figures in self._scores())
+        return sum(figures.judge_asked for figures in self._scores)
 
     @property
     def judge_reused(self) -> int:
-        return sum(figures.judge_reused for figures in self._scores())
+        return sum(figures.judge_reused for figures in self._scores)
 
 
 def regrade_through_dagster(progress: MissionProgress | None = None) -> RegradeOutcome:

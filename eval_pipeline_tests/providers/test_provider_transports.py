@@ -25,12 +25,13 @@ import pytest
 from aiohttp import web
 
 from eval_pipeline.paths import CONFIGS_DIR
-from eval_pipeline.project_configs import load_model_configs, load_price_book
+from eval_pipeline.project_configs import load_price_book
 from eval_pipeline.providers.config import (
     NO_KEY_PLACEHOLDER,
     NOT_IN_IDENTITY,
     ModelConfig,
     load_model_config,
+    load_model_configs,
 )
 from eval_pipeline.providers.harness import CallResult, CallTag
 from eval_pipeline.providers.labels import expect_answer

@@ -11,7 +11,7 @@ import pytest
 
 from eval_pipeline.cases.schema_check import schema_problem
 from eval_pipeline.errors import ConfigError
-from eval_pipeline.project_configs import load_model_configs
+from eval_pipeline.project_configs import scan_model_configs
 from eval_pipeline.providers.config import ModelConfig, load_model_config
 from eval_pipeline.providers.errors import MissingApiKeyError
 from eval_pipeline.providers.harness import CallTag
@@ -220,7 +220,7 @@ def test_schema_check(value: Any, schema: dict[str, Any], ok: bool) -> None:
 
 
 def test_shipped_model_configs_validate() -> None:
-    configs = load_model_configs()
+    configs = scan_model_configs().all_valid()
     assert {"sim-planted", "sim-flaky", "claude-sonnet-4-5", "gpt-4.1", "local-llama"} <= set(
         configs
     )
