@@ -69,7 +69,8 @@ def run_pipeline(scale: float, warehouse: Path) -> dict[str, float]:
         "answer_key_s": keyed - generated,
         "fixtures_s": frozen - keyed,
         "check_s": checked - frozen,
-        "total_s": frozen - started,
+        # The whole path the main job waits on: the check is blocking, so it counts.
+        "total_s": checked - started,
         # The process's high-water mark after each stage: the stage where it last rose is
         # where the peak is.
         "world_mb": world_mb,
@@ -213,7 +214,7 @@ def main() -> int:
     print(f"world_gen benchmark: median of {args.repeats} fresh processes per row")
     print(
         f"{'scale':>5} {'lines':>10} {'ours s':>8} {'floor s':>8} {'ours/floor':>10} "
-        f"{'peak MB':>8}  stages: world/answer key/fixtures s (+ check s); "
+        f"{'peak MB':>8}  stages: world/answer key/fixtures/check s; "
         "high water after each, MB"
     )
     ratios: dict[float, float] = {}
@@ -232,15 +233,15 @@ def main() -> int:
             print(
                 f"{scale:>5g} suite-free: {free['total_s']:.2f} s, {suite_free[scale]:.2f}x the "
                 f"floor (stages {free['world_s']:.2f}/{free['answer_key_s']:.2f}/"
-                f"{free['fixtures_s']:.2f} s): the suite adds "
+                f"{free['fixtures_s']:.2f}/{free['check_s']:.2f} s): the suite adds "
                 f"{ours['total_s'] - free['total_s']:.2f} s"
             )
         print(
             f"{scale:>5g} {int(ours['lines']):>10,} {ours['total_s']:>8.2f} "
             f"{floor['total_s']:>8.2f} {ratios[scale]:>10.2f} {ours['peak_rss_mb']:>8.0f}  "
-            f"{ours['world_s']:.2f}/{ours['answer_key_s']:.2f}/{ours['fixtures_s']:.2f} "
-            f"(+ {ours['check_s']:.2f}); {ours['world_mb']:.0f}/{ours['answer_key_mb']:.0f}/"
-            f"{ours['fixtures_mb']:.0f} (+ {ours['check_mb']:.0f})"
+            f"{ours['world_s']:.2f}/{ours['answer_key_s']:.2f}/{ours['fixtures_s']:.2f}/"
+            f"{ours['check_s']:.2f}; {ours['world_mb']:.0f}/{ours['answer_key_mb']:.0f}/"
+            f"{ours['fixtures_mb']:.0f}/{ours['check_mb']:.0f}"
         )
     missed = []
     for scale, goal in GOAL_RATIOS.items():
