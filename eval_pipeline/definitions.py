@@ -1,4 +1,5 @@
-"""Composes the Dagster definitions; nothing else lives here."""
+"""Composes the Dagster definitions; nothing else lives here (but the one call that makes
+every Dagster process loading them exit quickly, see `eval_pipeline.shutdown`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from eval_pipeline.defs.world_assets import (
     fixtures_match_world,
     world_asset,
 )
+from eval_pipeline.shutdown import skip_shutdown_collections
+
+skip_shutdown_collections()
 
 defs = dg.Definitions(
     assets=[

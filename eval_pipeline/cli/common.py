@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 import click
 
 from eval_pipeline.errors import EvalPipelineError
+from eval_pipeline.shutdown import skip_shutdown_collections
 
 if TYPE_CHECKING:
     from eval_pipeline.experiments.subset import CaseSelection
@@ -47,6 +48,7 @@ class OneLineErrors(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        skip_shutdown_collections()  # before any command imports what it runs
         try:
             returned = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as shown:  # a group called alone: its help
