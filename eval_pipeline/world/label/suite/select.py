@@ -330,8 +330,9 @@ class Selector:
             .select(_INDEX, _MASK, "answer", "_who")
             # Subjects alike in answer, misreadings and artist score alike at every pick, so
             # the earlier in the seeded order is always taken first: no more than
-            # ``count`` of each kind can be taken (at 10x this leaves a few thousand of
-            # 500,000 candidates; a gain no longer present shifts ranks, not their order).
+            # ``count`` of each kind can be taken (at 10x this leaves 36 of the 493,000
+            # candidates of `line_should_be_flagged`; a gain no longer present shifts
+            # ranks, not their order).
             .filter(pl.int_range(pl.len()).over(_MASK, "answer", "_who") < template.count)
             .rows()
         )
