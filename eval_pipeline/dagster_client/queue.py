@@ -159,57 +159,25 @@ def submit_partitions(
     tags: Mapping[str, str],
 ) -> Submitted:
     """One `dagster job backfill` per provider (its runs tagged with it), all named by one
-    request tag; the runs wait in the queue for the daemon. The commands run side by side:
-    each spends seconds starting and loading the code location, and a sweep of three
-    providers waited on them one after another. The first to fail (in provider order) is
-    the error; the others have ended by then, and what they submitted stays queued."""
+    request tag; the runs wait in the queue for the daemon."""
     request = uuid.uuid4().hex[:12]
+    submitted: list[str] = []
     env = {**os.environ, "DAGSTER_HOME": str(paths.dagster_home())}
-    started: list[tuple[str, Sequence[str], subprocess.Popen[str]]] = []
-    try:
-        for provider, partitions in sorted(partitions_by_provider.items()):
-            if not partitions:
-                continue
-            run_tags = {**tags, PROVIDER_TAG: provider, REQUEST_TAG: request}
-            command = [
-                _bin("dagster"), "job", "backfill", "-w", str(WORKSPACE), "-j", job,
-                "--partitions", ",".join(partitions), "--tags", json.dumps(run_tags),
-                "--noprompt",
-            ]  # fmt: skip
-            started.append(
-                (
-                    provider,
-                    partitions,
-                    subprocess.Popen(
-                        command,
-                        env=env,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        text=True,
-                    ),
-                )
-            )
-        deadline = time.monotonic() + SUBMIT_TIMEOUT_S
-        errors: list[str] = []
-        for provider, _, process in started:
-            try:
-                _, stderr = process.communicate(timeout=max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
-                raise QueueError(
-                    f"dagster job backfill of {job} ({provider}) did not end within "
-                    f"{SUBMIT_TIMEOUT_S} s"
-                ) from None
-            if process.returncode != 0:
-                last = (stderr.strip().splitlines() or ["(no output)"])[-1]
-                errors.append(f"dagster job backfill of {job} ({provider}) failed: {last}")
-    finally:
-        for _, _, process in started:  # a timeout or an interrupt: none outlives the call
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    if errors:
-        raise QueueError(errors[0])
-    submitted = [partition for _, partitions, _ in started for partition in partitions]
+    for provider, partitions in sorted(partitions_by_provider.items()):
+        if not partitions:
+            continue
+        run_tags = {**tags, PROVIDER_TAG: provider, REQUEST_TAG: request}
+        command = [
+            _bin("dagster"), "job", "backfill", "-w", str(WORKSPACE), "-j", job,
+            "--partitions", ",".join(partitions), "--tags", json.dumps(run_tags), "--noprompt",
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, check=False
+        )
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise QueueError(f"dagster job backfill of {job} ({provider}) failed: {last}")
+        submitted.extend(partitions)
     return Submitted(request=request, partitions=tuple(submitted))
 
 
