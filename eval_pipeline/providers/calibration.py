@@ -132,9 +132,13 @@ async def calibrate_planted_configs(
     """Both wire formats at once, in one session (one journal): the planted replies are the
     same on every occurrence, so neither format's calls change the other's, and each
     format's retries wait beside the other's instead of after them (the main job waits on
-    this step)."""
-    return list(
-        await asyncio.gather(
-            *(calibrate_planted(session, configs[name]) for name in PLANTED_CONFIGS)
-        )
-    )
+    this step). One that fails cancels the other before the error goes up, so the session
+    closes on no call still running."""
+    tasks = [asyncio.create_task(calibrate_planted(session, configs[n])) for n in PLANTED_CONFIGS]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
