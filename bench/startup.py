@@ -3,9 +3,9 @@
 Times, in fresh processes of the project's environment (bytecode compiled, as `./dev
 setup` installs it), what a user starts most:
 
-- `import eval_pipeline.definitions` (every Dagster process loads it: the webserver, the
-  daemon, each run's worker), against `import dagster` alone, the floor no Dagster code
-  location can go under;
+- `import eval_pipeline.definitions` (every run's worker and code server loads it),
+  timed from the process's start to its last statement, against `import dagster` alone
+  timed the same way, the floor no Dagster code location can go under;
 - `evalp --help` (the command's start), against `import click`, the floor of a click CLI;
 - the shutdown of a process that loaded the definitions and what the heaviest commands
   and run steps import (MLflow, polars, DuckDB, pandas): the seconds from its last
@@ -33,16 +33,11 @@ DEFINITIONS_GOAL_S = 1.5
 HELP_GOAL_RATIO = 2.0
 SHUTDOWN_GOAL_RATIO = 0.5
 
-PAIRS: dict[str, tuple[list[str], list[str]]] = {
-    "definitions": (
-        ["-c", "import eval_pipeline.definitions"],
-        ["-c", "import dagster"],
-    ),
-    "evalp --help": (
-        ["-m", "eval_pipeline.cli", "--help"],
-        ["-c", "import click"],
-    ),
-}
+DEFINITIONS: tuple[str, str] = ("import eval_pipeline.definitions", "import dagster")
+"""Timed to their last statement: the import alone (the definitions' process also exits
+faster, which is the shutdown row's, not the import's)."""
+HELP: tuple[list[str], list[str]] = (["-m", "eval_pipeline.cli", "--help"], ["-c", "import click"])
+"""Timed whole: what a user waits for."""
 
 
 def timed(arguments: list[str]) -> float:
@@ -64,43 +59,46 @@ SHUTDOWN: tuple[str, str] = (
 """What ends with its shutdown timed: ours (the definitions loaded) and its floor."""
 
 
-def shutdown_tail(imports: str) -> float:
-    """Seconds from a fresh process's last statement to its end (wall clock, shared)."""
-    script = f"{imports}\nimport time\nprint(repr(time.time()), flush=True)"
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    last_statement = float(process.stdout.readline())
-    process.wait()
+def to_last_statement_and_end(imports: str) -> tuple[float, float]:
+    """A fresh process running `imports`: seconds from its start to its last statement, and
+    from there to its end (wall clock, shared with the child); fails in one line."""
+    script = f"{imports}\nimport time\nprint(repr(time.time()))"
+    started = time.time()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     ended = time.time()
-    if process.returncode != 0:
-        raise SystemExit(f"summary: python -c {imports!r} failed (exit {process.returncode})")
-    return ended - last_statement
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(f"summary: python -c {imports!r} failed: {last}")
+    last_statement = float(done.stdout.strip().splitlines()[-1])
+    return last_statement - started, ended - last_statement
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    for ours, floor in PAIRS.values():  # warm the OS file cache and the bytecode, untimed
-        timed(ours)
-        timed(floor)
-    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in PAIRS}
-    tails: tuple[list[float], list[float]] = ([], [])
+    for imports in (*DEFINITIONS, *SHUTDOWN):  # warm the file cache and bytecode, untimed
+        to_last_statement_and_end(imports)
+    timed(HELP[0])
+    timed(HELP[1])
+    times: dict[str, tuple[list[float], list[float]]] = {
+        name: ([], []) for name in ("definitions", "evalp --help", "shutdown")
+    }
     for _ in range(args.rounds):
-        for name, (ours, floor) in PAIRS.items():
-            times[name][0].append(timed(ours))
-            times[name][1].append(timed(floor))
-        tails[0].append(shutdown_tail(SHUTDOWN[0]))
-        tails[1].append(shutdown_tail(SHUTDOWN[1]))
+        for side, imports in enumerate(DEFINITIONS):
+            times["definitions"][side].append(to_last_statement_and_end(imports)[0])
+        for side, arguments in enumerate(HELP):
+            times["evalp --help"][side].append(timed(arguments))
+        for side, imports in enumerate(SHUTDOWN):
+            times["shutdown"][side].append(to_last_statement_and_end(imports)[1])
     medians = {
         name: (statistics.median(ours), statistics.median(floor))
         for name, (ours, floor) in times.items()
     }
     for name, (ours, floor) in medians.items():
         print(f"{name:<14} {ours:6.3f} s   floor {floor:6.3f} s   {ours / floor:5.2f} x")
-    tail, tail_floor = statistics.median(tails[0]), statistics.median(tails[1])
+    tail, tail_floor = medians["shutdown"]
     ratio = tail / tail_floor
-    print(f"{'shutdown':<14} {tail:6.3f} s   floor {tail_floor:6.3f} s   {ratio:5.2f} x")
     definitions, dagster = medians["definitions"]
     helped, click = medians["evalp --help"]
     missed = (

@@ -1,5 +1,6 @@
 """Composes the Dagster definitions; nothing else lives here (but the one call that makes
-every Dagster process loading them exit quickly, see `eval_pipeline.shutdown`)."""
+every process loading them, run workers and code servers, exit quickly: see
+`eval_pipeline.shutdown`)."""
 
 from __future__ import annotations
 
