@@ -38,6 +38,12 @@ DEFINITIONS: tuple[str, str] = ("import eval_pipeline.definitions", "import dags
 faster, which is the shutdown row's, not the import's)."""
 HELP: tuple[list[str], list[str]] = (["-m", "eval_pipeline.cli", "--help"], ["-c", "import click"])
 """Timed whole: what a user waits for."""
+HEAVY = "import mlflow, polars, duckdb, pandas"
+SHUTDOWN: tuple[str, str] = (
+    f"import eval_pipeline.definitions; {HEAVY}",
+    f"import dagster; {HEAVY}",
+)
+"""What ends with its shutdown timed: ours (the definitions loaded) and its floor."""
 
 
 def timed(arguments: list[str]) -> float:
@@ -49,14 +55,6 @@ def timed(arguments: list[str]) -> float:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SystemExit(f"summary: python {' '.join(arguments)} failed: {last}")
     return elapsed
-
-
-HEAVY = "import mlflow, polars, duckdb, pandas"
-SHUTDOWN: tuple[str, str] = (
-    f"import eval_pipeline.definitions; {HEAVY}",
-    f"import dagster; {HEAVY}",
-)
-"""What ends with its shutdown timed: ours (the definitions loaded) and its floor."""
 
 
 def to_last_statement_and_end(imports: str) -> tuple[float, float]:
