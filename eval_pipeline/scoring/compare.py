@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
 from itertools import combinations
+from math import comb
 from statistics import mean
 from typing import Literal
 
@@ -67,13 +69,17 @@ def bootstrap(differences: Sequence[float], confidence: float = CONFIDENCE) -> t
 
 
 def mcnemar_p(reference_only: int, candidate_only: int) -> float:
-    """Exact two-sided McNemar p-value: a binomial test on the discordant cases."""
+    """Exact two-sided McNemar p-value: a binomial test (p = 1/2) on the discordant cases.
+
+    The binomial at 1/2 is symmetric, so the outcomes at most as likely as the one seen are
+    the two tails beyond it: p = min(1, 2 P(X <= min(k, n - k))), summed here in integers.
+    That is scipy's `binomtest(...).pvalue` (the tests check it against scipy), exact, and
+    without scipy.stats' import (0.6-0.7 s) in every process that prints a comparison."""
     discordant = reference_only + candidate_only
     if not discordant:
         return 1.0
-    from scipy.stats import binomtest  # 2 s to import: only where a test is computed
-
-    return float(binomtest(candidate_only, discordant, 0.5).pvalue)
+    tail = sum(comb(discordant, i) for i in range(min(reference_only, candidate_only) + 1))
+    return float(min(Fraction(2 * tail, 2**discordant), Fraction(1)))
 
 
 class PairedDifference(FrozenRecord):

@@ -23,7 +23,6 @@ KEY_PACKAGES: tuple[str, ...] = (
     "openai",
     "sqlglot",
     "numpy",
-    "scipy",
 )
 NOT_A_CHECKOUT = "not-a-git-checkout"
 
