@@ -1,8 +1,7 @@
 """Both lanes of one partition on the default world, the way a lane run executes them: the
 lanes job's lane-run assets in a Dagster run of their own (a fresh process each, in process
 on the run's instance), the simulated provider at zero latency, each lane at its configured
-concurrency (`LaneSettings.cases_at_once`: by default the config's `max_in_flight` cases at
-once), its tools over the agent database.
+concurrency (`LaneSettings.concurrency` cases at once), its tools over the agent database.
 
 Each round (a seed of its own, so every case runs) measures, interleaved:
 - the product lane alone and the model lane alone: cases per second from the case journal
@@ -155,10 +154,7 @@ def main() -> int:
             flush=True,
         )
 
-    from eval_pipeline.project_configs import scan_model_configs
-
-    config = scan_model_configs().require([args.model])[args.model]
-    concurrency = LaneSettings(lane="product").cases_at_once(config)
+    concurrency = LaneSettings.model_fields["concurrency"].default
     print(
         f"model {args.model} (simulated provider, zero latency), default world, {concurrency} "
         f"cases at once per lane, {args.rounds} rounds (medians):"

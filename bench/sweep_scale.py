@@ -133,16 +133,14 @@ def main() -> int:
     from eval_pipeline.providers.run_limits import runs_at_once
 
     configs = scan_model_configs().configs
+    # a lane run's two lanes each run this many cases at once, one call in flight each
+    calls_per_run = 2 * LaneSettings.model_fields["concurrency"].default
 
     def provider_in_flight(provider: str, names: list[str], partitions: int) -> int:
         """Calls in flight across the runs at once against `provider`: its runs at once (no
-        more than its partitions), each with as many calls as its two lanes' cases at once
-        (one call in flight each), within the config's `max_in_flight` (the runs of this
-        machine share it as one pool)."""
+        more than its partitions), each with as many calls as its cases allow, within the
+        config's `max_in_flight` (the runs of this machine share it as one pool)."""
         runs = min(runs_at_once(provider), partitions)
-        calls_per_run = min(
-            2 * LaneSettings(lane="model").cases_at_once(configs[name]) for name in names
-        )
         return min(min(configs[name].max_in_flight for name in names), runs * calls_per_run)
 
     providers = {configs[m].provider for m in models}

@@ -69,17 +69,9 @@ class LaneSettings(FrozenRecord):
     lane: Lane
     guards: GuardSettings = Field(default_factory=GuardSettings)
     max_tokens: int = Field(default=MAX_TOKENS, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
-    """Cases at once; by default as many as the model config's `max_in_flight`, so a run
-    alone can fill its provider's limit (the call slots bound what several runs send
-    together). A fixed 16 left a sweep's last runs holding 16 calls each while the
-    provider allowed 128 (Inspect AI's samples at once follow its connection limit too)."""
+    concurrency: int = Field(default=16, ge=1)
     product: ProductSpec = Field(default_factory=ProductSpec)
     """What the product lane runs (`eval_pipeline.products`; the model lane runs none)."""
-
-    def cases_at_once(self, config: ModelConfig) -> int:
-        """How many of the lane's cases run at once against `config`."""
-        return self.concurrency if self.concurrency is not None else config.max_in_flight
 
     def identity(self, config: ModelConfig, fixture_id: str) -> str:
         """What a kept result must share with a new run: lane, guards, product, limits, the
@@ -217,7 +209,7 @@ async def run_partition(
     )
     system = system_prompt(fixture_set)
     client = session.client(config)
-    limit = asyncio.Semaphore(settings.cases_at_once(config))
+    limit = asyncio.Semaphore(settings.concurrency)
     folder.mkdir(parents=True, exist_ok=True)
     record_identity(folder, identity, lane, config, fixture_set.fixture_id, settings)
     with (

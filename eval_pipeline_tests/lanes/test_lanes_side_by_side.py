@@ -128,38 +128,3 @@ def test_a_failing_lane_leaves_the_other_to_finish(
     assert isinstance(model, LaneRunSummary) and model.cases == len(small_fixture_set.cases)
     assert isinstance(product, EvalPipelineError), product
     assert "no-such.duckdb" in str(product)
-
-
-def test_a_lane_alone_fills_its_providers_limit(
-    small_fixture_set: FixtureSet, tmp_path: Path
-) -> None:
-    """Found timing a sweep: every lane ran 16 cases at once whatever its provider allowed,
-    so a sweep's last runs held 16 calls each while the simulated provider's 128 slots sat
-    idle (its last 35 s ran at half the slots). A lane now runs as many cases at once as
-    the config's `max_in_flight`, and the slots bound what it sends."""
-    config = _config()
-    assert LaneSettings(lane="model").cases_at_once(config) == config.max_in_flight
-    assert LaneSettings(lane="model", concurrency=3).cases_at_once(config) == 3
-    cases = len(small_fixture_set.cases)
-    assert cases > 16
-    run_id = "model-lane-alone"
-    with session_for(
-        {MODEL: config},
-        run_id=run_id,
-        journal=tmp_path / "runs" / run_id / "envelopes.jsonl",
-        start_sim=lambda: running_sim(latency_ms=LATENCY_MS),
-        slots=RunSlots(),  # the process's own: the config's whole max_in_flight
-    ) as session:
-        request = PartitionRequest(
-            lane="model",
-            model=MODEL,
-            seed=0,
-            run_id=run_id,
-            fixture_path=str(small_fixture_set.path),
-            agent_db="",
-            settings=LaneSettings(lane="model"),
-        )
-        (outcome,) = execute_partitions([(request, session)], config, tmp_path / "lanes")
-    assert isinstance(outcome, LaneRunSummary) and outcome.cases == cases, outcome
-    most = _most_in_flight(session.envelopes)
-    assert 16 < most <= config.max_in_flight, most
