@@ -143,3 +143,57 @@ def test_templates_are_evaluated_side_by_side_only_in_worlds_of_few_lines(
     chosen.views = replace(chosen.views, rules=data)
     assert chosen.rarest_first(TEMPLATES[:3]) == sorted(TEMPLATES[:3], key=lambda t: t.name)
     assert pools == [workers]
+
+
+_SUBJECTS = st.one_of(st.none(), st.integers(0, 5))
+_ANSWERS = st.sampled_from(["A", "B", "NO"])
+_TABLE = st.lists(st.tuples(_SUBJECTS, _ANSWERS), max_size=8)
+
+
+@given(
+    rules=st.dictionaries(_SUBJECTS, _ANSWERS, max_size=6),
+    misread=st.lists(_TABLE, min_size=1, max_size=4),
+    absent_answer=st.sampled_from([None, "NO"]),
+    stacked_rows=st.sampled_from([1, 5, 2_000_000]),
+)
+def test_misread_answers_are_each_misreadings_first_answer_that_differs(
+    rules: dict[int | None, str],
+    misread: list[list[tuple[int | None, str]]],
+    absent_answer: str | None,
+    stacked_rows: int,
+) -> None:
+    """Compared stacked (several misreadings per join) or one at a time, each candidate's
+    answer under a misreading is the first its table lists, or ``absent_answer`` when the
+    table leaves the candidate out; only answers that differ are kept, by misreading then
+    candidate."""
+    schema = {"subject": pl.Int64, "answer": pl.String}
+    frame = pl.DataFrame(list(rules.items()), schema=schema, orient="row")
+
+    def view(rows: list[tuple[int | None, str]]) -> LabelData:
+        table = pl.DataFrame(rows, schema=schema, orient="row")
+        return LabelData(world={}, truth={"answers": table}, reading=RULES)
+
+    template = replace(
+        TEMPLATES[0],
+        table=lambda data: data.table("answers"),
+        params=("subject",),
+        absent_answer=absent_answer,
+    )
+    views = {f"m{i}": view(rows) for i, rows in enumerate(misread)}
+    inputs = select._Inputs(view(list(rules.items())))
+    template.table(inputs)  # as `evaluate` does: the inputs note what the table reads
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(select, "STACKED_ROWS", stacked_rows)
+        found = selector({})._misread_answers(template, inputs, frame, views)
+    expected = []
+    for misreading, rows in zip(views, misread, strict=True):
+        first: dict[int, str] = {}
+        for subject, answer in rows:
+            if subject is not None:
+                first.setdefault(subject, answer)
+        for index, (subject, answer) in enumerate(rules.items()):
+            theirs = first.get(subject, absent_answer) if subject is not None else absent_answer
+            if theirs is not None and theirs != answer:
+                expected.append((index, misreading, theirs))
+    assert found.schema == select._MISREAD_SCHEMA
+    assert found.rows() == expected
