@@ -11,6 +11,8 @@ from datetime import date
 
 import polars as pl
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from eval_pipeline.world import fingerprint
 from eval_pipeline.world.fingerprint import fingerprint_tables
@@ -158,6 +160,31 @@ def test_the_digest_does_not_depend_on_chunks_or_slices(monkeypatch: pytest.Monk
     monkeypatch.setattr(fingerprint, "SLICE_ROWS", 4)
     monkeypatch.setattr(fingerprint, "TEXT_SLICE_ROWS", 3)
     assert fingerprint_tables({"t": frame}, "") == whole
+
+
+@given(
+    values=st.lists(st.one_of(st.none(), st.text(max_size=6)), max_size=12),
+    held_as=st.sampled_from(["text", "categorical", "enum"]),
+    slice_rows=st.sampled_from([1, 3, 1 << 16]),
+    split=st.integers(0, 12),
+)
+@example(values=["a", None, "", "\u00e9\U0001f600"], held_as="enum", slice_rows=3, split=1)
+def test_a_text_column_hashes_its_documented_bytes_however_it_is_held(
+    values: list[str | None], held_as: str, slice_rows: int, split: int
+) -> None:
+    """Text held as text, Categorical or Enum codes, in chunks, hashed a slice at a time
+    through Arrow's buffers: the bytes the format documents (nulls as empty text), written
+    independently."""
+    series = pl.Series("t", values, dtype=pl.String)
+    if held_as == "categorical":
+        series = series.cast(pl.Categorical)
+    elif held_as == "enum":
+        series = series.cast(pl.Enum(sorted({v for v in values if v is not None})))
+    series = pl.concat([series.head(split), series.slice(split)], rechunk=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fingerprint, "TEXT_SLICE_ROWS", slice_rows)
+        digest = fingerprint._column_digest(series)
+    assert digest == _reference_column(list(values), pl.String)
 
 
 _TEXT_PEAK = """
