@@ -40,6 +40,7 @@ from eval_pipeline.lanes.toolbox import (
 )
 from eval_pipeline.locks import flocked
 from eval_pipeline.providers.types import ToolSpec
+from eval_pipeline.warehouse import fetch_frame
 from eval_pipeline.world.label import engine, tools
 from eval_pipeline.world.label.clauses import percent
 from eval_pipeline.world.label.distributors import PERIODS
@@ -177,7 +178,7 @@ class LabelToolbox(Toolbox):
         """One world table as polars frames read it (enum and categorical text as strings)."""
         cursor = self._conn.cursor()
         try:
-            frame = cursor.execute(f'SELECT * FROM "{name}"').pl()
+            frame = fetch_frame(cursor, f'SELECT * FROM "{name}"')
         finally:
             cursor.close()
         text = [c for c, t in frame.schema.items() if isinstance(t, pl.Enum | pl.Categorical)]
