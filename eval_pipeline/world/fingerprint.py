@@ -36,15 +36,11 @@ import hashlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from eval_pipeline.errors import WorldError
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 FORMAT_TAG = b"eval-pipeline/fingerprint/v3"
 _PARALLEL_ROWS = 50_000  # below this, a thread pool costs more than it saves
@@ -55,13 +51,6 @@ TEXT_SLICE_ROWS = 1 << 16
 hashed (joined by polars, as a Python string, as UTF-8 bytes), so a million rows of a long
 text column cost hundreds of MB at once (at 10x, the answer key's registry descriptions
 were the whole pipeline's memory peak); 65,536 rows keep that to a few MB."""
-
-
-ARROW_TEXT_MIN_ROWS = 1_000_000
-"""Text columns this long are hashed through Arrow's buffers (:func:`_arrow_text`), shorter
-ones through polars: Arrow halves a 10x world's digest (0.75 -> 0.41 s), but importing
-pyarrow costs 0.13 s, more than it saves on a 1x world (its longest text column has 470,000
-rows) in a process that would not import it otherwise."""
 
 
 def _frame(hasher: hashlib._Hash, data: bytes) -> None:
@@ -94,37 +83,6 @@ def _dtype_name(dtype: pl.DataType) -> str:
     return "String" if _is_text(dtype) else str(dtype)
 
 
-def _arrow_text(series: pl.Series) -> pa.LargeStringArray:
-    """A text series (text or codes) as one Arrow text array, a null as the empty text.
-    Arrow's kernels run on the calling thread: a slice costs a few copies of its bytes, not
-    a round trip through polars' thread pool per step (text was most of a world's digest).
-    pyarrow is imported here: polars' own conversion imports it anyway, and a process that
-    fingerprints nothing does not pay for it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    array = series.to_arrow()
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary.take(array.indices)
-    if array.type != pa.large_string():
-        array = array.cast(pa.large_string())
-    if array.null_count:
-        # A null slot's bytes are undefined in Arrow: the format hashes the empty text.
-        array = pc.fill_null(array, "")
-    return array
-
-
-def _text_buffers(text: pa.LargeStringArray) -> tuple[memoryview, np.ndarray]:
-    """The values' UTF-8 bytes back to back, and the len + 1 offsets that bound them."""
-    _validity_buffer, offset_buffer, value_buffer = text.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype="<i8")[text.offset : text.offset + len(text) + 1]
-    if value_buffer is None or not len(text):
-        return memoryview(b""), offsets
-    return memoryview(value_buffer)[int(offsets[0]) : int(offsets[-1])], offsets
-
-
 def _column_digest(series: pl.Series) -> bytes:
     """SHA-256 of one column's canonical bytes (see the module docstring)."""
     data, lengths = hashlib.sha256(), hashlib.sha256()
@@ -133,19 +91,12 @@ def _column_digest(series: pl.Series) -> bytes:
         form = b"null"
     elif _is_text(dtype):
         form = b"text"
-        through_arrow = series.len() >= ARROW_TEXT_MIN_ROWS
         for start in range(0, max(series.len(), 1), TEXT_SLICE_ROWS):
             # Codes (Enum, Categorical) become text a slice at a time, not a whole column.
-            part = series.slice(start, TEXT_SLICE_ROWS)
-            if through_arrow:
-                values, offsets = _text_buffers(_arrow_text(part))
-                data.update(values)
-                lengths.update(np.diff(offsets).astype("<u4").tobytes())
-            else:
-                part = part.cast(pl.String)
-                data.update(str(part.fill_null("").str.join("").item() or "").encode())
-                sizes = part.str.len_bytes().fill_null(0).cast(pl.UInt32)
-                lengths.update(_little_endian(sizes).tobytes())
+            part = series.slice(start, TEXT_SLICE_ROWS).cast(pl.String)
+            data.update(str(part.fill_null("").str.join("").item() or "").encode())
+            sizes = part.str.len_bytes().fill_null(0).cast(pl.UInt32)
+            lengths.update(_little_endian(sizes).tobytes())
     elif dtype.is_numeric() or dtype.is_temporal() or dtype == pl.Boolean:
         form = b"fixed"
         physical = series.to_physical()
