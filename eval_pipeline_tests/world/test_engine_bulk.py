@@ -15,6 +15,7 @@ The world of these tests (built inside each test):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -611,3 +612,29 @@ def test_lines_coded_with_no_fx_rate_at_all_have_an_int64_null_rate() -> None:
     rate = coded.frame.get_column("usd_per_unit_micro")
     assert rate.dtype == pl.Int64
     assert rate.null_count() == len(PRICED)
+
+
+def test_dense_terms_are_computed_once_per_deals_and_terms_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found profiling the suite: 32 readings of a 1x world computed the dense terms 32
+    times over 6 distinct deals and terms, 5 ms each."""
+    computed: list[tuple[int, int]] = []
+    compute = engine_bulk.compute_dense_terms
+
+    def counted(
+        deals: pl.DataFrame, terms: pl.DataFrame, periods: Sequence[str]
+    ) -> engine_bulk.DenseTerms:
+        computed.append((id(deals), id(terms)))
+        return compute(deals, terms, periods)
+
+    monkeypatch.setattr(engine_bulk, "compute_dense_terms", counted)
+    the_deals, the_terms = deals(), terms()
+    first = engine_bulk.dense_terms(the_deals, the_terms, PERIODS)
+    assert engine_bulk.dense_terms(the_deals, the_terms, PERIODS) is first
+    other_terms = terms()  # equal, but another frame: computed afresh
+    again = engine_bulk.dense_terms(the_deals, other_terms, PERIODS)
+    assert again is not first
+    assert again.rate.to_list() == first.rate.to_list()
+    assert engine_bulk.dense_terms(the_deals, the_terms, PERIODS[:1]).size == first.size // 2
+    assert len(computed) == 3
