@@ -38,12 +38,25 @@ def selector(support: dict[str, int]) -> Selector:
     return chosen
 
 
+def reference_candidate(evaluated: Evaluated, index: int) -> Candidate:
+    """The candidate in row ``index``, read as first written: its row, and the misread
+    answers filed under its index."""
+    row = {k: v for k, v in evaluated.frame.row(index, named=True).items() if k != "_mask"}
+    misread = evaluated.misread.filter(pl.col("_index") == index)
+    artist = None if evaluated.artist is None else row[evaluated.artist]
+    return Candidate(
+        row=row,
+        answer=str(row["answer"]),
+        misread=dict(misread.select("misreading", "misread_answer").iter_rows()),
+        artist=None if artist is None else str(artist),
+    )
+
+
 def reference_choose(selector: Selector, name: str, count: int) -> list[Candidate]:
     """The selection as first written: every candidate's gain recomputed as a Fraction at
     every pick, ties kept by the seeded order."""
-    candidates = [
-        selector.evaluated[name].candidate(i) for i in range(selector.evaluated[name].frame.height)
-    ]
+    evaluated = selector.evaluated[name]
+    candidates = [reference_candidate(evaluated, i) for i in range(evaluated.frame.height)]
     order = selector.stream.child(name).permutation(len(candidates))
     taken: list[int] = []
     artists: set[str] = set()
@@ -197,3 +210,37 @@ def test_misread_answers_are_each_misreadings_first_answer_that_differs(
                 expected.append((index, misreading, theirs))
     assert found.schema == select._MISREAD_SCHEMA
     assert found.rows() == expected
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["1.00", "2.00"]),
+            st.sampled_from([None, "ART-1", "ART-2"]),
+            st.lists(st.sampled_from(MISREADINGS), unique=True, max_size=3),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    data=st.data(),
+)
+def test_candidates_read_together_are_each_candidate_read_alone(
+    rows: list[tuple[str, str | None, list[str]]], data: st.DataObject
+) -> None:
+    """The chosen subjects are read in one pass (two frame operations per template, not
+    three per subject), in the order asked, each with its own misread answers."""
+    bits = {m: i for i, m in enumerate(MISREADINGS)}
+    given_candidates = [
+        Candidate(
+            row={"subject": i, "answer": answer, "artist_id": artist},
+            answer=answer,
+            misread={m: f"{answer}-{m}" for m in misreadings},
+            artist=artist,
+        )
+        for i, (answer, artist, misreadings) in enumerate(rows)
+    ]
+    evaluated = Evaluated.of(given_candidates, bits, "artist_id")
+    indices = data.draw(st.permutations(range(len(rows))))
+    read = evaluated.candidates(indices)
+    assert read == [reference_candidate(evaluated, i) for i in indices]
+    assert read == [given_candidates[i] for i in indices]
