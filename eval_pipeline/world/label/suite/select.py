@@ -126,10 +126,6 @@ def _differing_answers(
     misreading in ``batch`` order, then row. A candidate that a misreading's table leaves out
     answers ``template.absent_answer`` under it, or nothing when that is None."""
     params = list(template.params)
-    order = pl.DataFrame(
-        {"misreading": list(batch), "_order": range(len(batch))},
-        schema={"misreading": pl.String, "_order": pl.Int64},
-    )
     stacked = pl.concat(batch.values()).unique(subset=["misreading", *params], keep="first")
     if len(batch) == 1 and template.absent_answer is not None:
         # One misreading: its table joined to the candidates, who are in order already
@@ -145,6 +141,10 @@ def _differing_answers(
                 misread_answer=pl.col("_theirs"),
             )
         )
+    order = pl.DataFrame(
+        {"misreading": list(batch), "_order": range(len(batch))},
+        schema={"misreading": pl.String, "_order": pl.Int64},
+    )
     if template.absent_answer is None:
         # Left out means no answer, which never differs: only the rows both tables have.
         theirs = rules.join(stacked, on=params, how="inner")
