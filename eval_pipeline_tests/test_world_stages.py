@@ -13,6 +13,7 @@ import pytest
 
 from eval_pipeline import world_stages
 from eval_pipeline.errors import WarehouseError, WorldError
+from eval_pipeline.paths import PROJECT_ROOT
 from eval_pipeline.warehouse import connect
 from eval_pipeline.world import get_world_plugin
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
@@ -253,25 +254,14 @@ def test_a_world_that_fails_to_be_stored_is_not_handed_on(
 
 
 _WHOLE_PATH_IMPORTS = """
-import sys, tempfile
-from contextlib import closing
+import importlib.util, sys, tempfile
 from pathlib import Path
-from eval_pipeline import world_stages
-from eval_pipeline.paths import default_world_config
-from eval_pipeline.warehouse import connect
-from eval_pipeline.world import load_world_config
 
-home = Path(tempfile.mkdtemp())
-config = load_world_config(default_world_config(), seed=3, scale=0.05)
-hand_off = world_stages.WorldHandOff()
-with closing(connect(home / "w.duckdb")) as conn:
-    world_stages.world_stage(conn, config, hand_off, compute_ahead=True)
-with closing(connect(home / "w.duckdb")) as conn:
-    world_stages.answer_key_stage(conn, hand_off)
-with closing(connect(home / "w.duckdb")) as conn:
-    world_stages.fixtures_stage(conn, home / "fixtures", hand_off)
-with closing(connect(home / "w.duckdb")) as conn:
-    assert world_stages.check_fixtures_match_world(conn).matches
+# The world bench's path is the main job's: the four stages, each on its own connection.
+spec = importlib.util.spec_from_file_location("bench_world_gen", sys.argv[1])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+bench.run_pipeline(0.05, Path(tempfile.mkdtemp()) / "w.duckdb")
 print(sorted({name.split(".")[0] for name in sys.modules} & {"pyarrow", "sqlglot", "pandas"}))
 """
 
@@ -282,6 +272,9 @@ def test_the_main_job_s_path_to_its_checked_fixtures_imports_no_library_it_does_
     sqlglot (to check the cases' trace-check names): 0.13 s and 0.1 s on the path the main
     job waits on, for no table and no query."""
     done = subprocess.run(
-        [sys.executable, "-c", _WHOLE_PATH_IMPORTS], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _WHOLE_PATH_IMPORTS, str(PROJECT_ROOT / "bench" / "world_gen.py")],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -74,7 +74,7 @@ from eval_pipeline.lane_records import CASE_RUNS
 from eval_pipeline.providers.labels import DROP_CAUSES, call_problem
 from eval_pipeline.providers.types import ModelRequest, ToolSpec
 from eval_pipeline.records import FrozenRecord
-from eval_pipeline.warehouse import has_table
+from eval_pipeline.warehouse import fetch_frame, has_table
 from eval_pipeline.warehouse.envelopes import TABLE
 
 RELABELLED_LANES: tuple[str, ...] = ("model", "product")
@@ -351,7 +351,8 @@ def _read(
     )
     con.register("relabel_cases", case_frame.to_arrow())
     try:
-        return con.execute(
+        return fetch_frame(
+            con,
             f"""
             WITH k AS ({case_runs})
             SELECT e.rowid AS row, e.lane, e.model, e.status, e.failure_cause,
@@ -362,8 +363,8 @@ def _read(
             FROM {TABLE} AS e
             LEFT JOIN k ON k.run_id = e.run_id AND k.case_id = e.case_id
             WHERE e.final AND e.lane IN ({lanes})
-            """
-        ).pl()
+            """,
+        )
     finally:
         con.unregister("relabel_cases")
 

@@ -19,7 +19,7 @@ import polars as pl
 from eval_pipeline.cases.case import Case
 from eval_pipeline.lane_records import CASE_OUTCOMES, TRACE_EVENTS, CaseRun, FirstCall, TraceEvent
 from eval_pipeline.scoring.score import CaseScore, JudgeVerdict, score_case
-from eval_pipeline.warehouse import has_table, transaction
+from eval_pipeline.warehouse import fetch_frame, has_table, transaction
 from eval_pipeline.warehouse.envelopes import OUTCOMES_VIEW
 
 CASE_SCORES = "runs.case_scores"
@@ -77,11 +77,12 @@ def read_partition(
     ).fetchone()
     if latest is None:
         return PartitionInputs([], {}, {})
-    frame = con.execute(
+    frame = fetch_frame(
+        con,
         f"SELECT * FROM {CASE_OUTCOMES} "
         "WHERE lane = ? AND model = ? AND seed = ? AND settings_hash = ?",
         [lane, model, seed, latest[0]],
-    ).pl()
+    )
     runs = [_case_run(row) for row in frame.iter_rows(named=True)]
     keys = pl.DataFrame(
         {
@@ -93,10 +94,11 @@ def read_partition(
     )
     con.register("score_keys", keys.to_arrow())
     try:
-        events_frame = con.execute(
+        events_frame = fetch_frame(
+            con,
             f"SELECT t.* FROM {TRACE_EVENTS} t JOIN score_keys k USING (run_id, case_id, attempt) "
-            "ORDER BY t.case_id, t.seq"
-        ).pl()
+            "ORDER BY t.case_id, t.seq",
+        )
     finally:
         con.unregister("score_keys")
     events: dict[tuple[str, str, int], list[TraceEvent]] = defaultdict(list)
@@ -172,7 +174,7 @@ def read_scores(con: duckdb.DuckDBPyConnection, lane: str | None = None) -> list
         + (" WHERE lane = ?" if lane else "")
         + " ORDER BY lane, model, seed, case_id"
     )
-    frame = con.execute(query, [lane] if lane else []).pl()
+    frame = fetch_frame(con, query, [lane] if lane else [])
     scores = []
     for row in frame.iter_rows(named=True):
         row["failed_checks"] = tuple(json.loads(row["failed_checks"]))

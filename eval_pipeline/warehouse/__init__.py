@@ -11,7 +11,7 @@ import errno
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -301,12 +301,14 @@ def write_tables(
     return counts
 
 
-def fetch_frame(conn: duckdb.DuckDBPyConnection, query: str) -> pl.DataFrame:
+def fetch_frame(
+    conn: duckdb.DuckDBPyConnection, query: str, params: Sequence[object] = ()
+) -> pl.DataFrame:
     """A query's rows as a polars frame, handed over through Arrow's C stream interface.
     DuckDB's ``.pl()`` goes through a pyarrow table instead: importing pyarrow cost a
     process that needed nothing else of it 0.13 s (the fixtures check, a product lane's
     calculator), and the copy made the read slower."""
-    return pl.DataFrame(conn.sql(query))
+    return pl.DataFrame(conn.sql(query, params=list(params) or None))
 
 
 def read_table(

@@ -127,19 +127,19 @@ def _differing_answers(
     answers ``template.absent_answer`` under it, or nothing when that is None."""
     params = list(template.params)
     stacked = pl.concat(batch.values()).unique(subset=["misreading", *params], keep="first")
-    if len(batch) == 1 and template.absent_answer is not None:
+    if len(batch) == 1:
         # One misreading: its table joined to the candidates, who are in order already
         # (a template of 820,000 candidates at 10x; crossing them with it copies them).
         (misreading,) = batch
-        return (
-            rules.join(stacked.drop("misreading"), on=params, how="left", maintain_order="left")
-            .with_columns(pl.col("_theirs").fill_null(template.absent_answer))
-            .filter(pl.col("_theirs") != pl.col("answer"))
-            .select(
-                pl.col(_INDEX).cast(pl.Int64),
-                misreading=pl.lit(misreading, dtype=pl.String),
-                misread_answer=pl.col("_theirs"),
-            )
+        theirs = rules.join(
+            stacked.drop("misreading"), on=params, how="left", maintain_order="left"
+        )
+        if template.absent_answer is not None:
+            theirs = theirs.with_columns(pl.col("_theirs").fill_null(template.absent_answer))
+        return theirs.filter(pl.col("_theirs") != pl.col("answer")).select(
+            pl.col(_INDEX).cast(pl.Int64),
+            misreading=pl.lit(misreading, dtype=pl.String),
+            misread_answer=pl.col("_theirs"),
         )
     order = pl.DataFrame(
         {"misreading": list(batch), "_order": range(len(batch))},
