@@ -186,6 +186,29 @@ def test_a_text_column_hashes_its_documented_bytes_however_it_is_held(
     assert digest == _reference_column(list(values), pl.String)
 
 
+@given(
+    used=st.lists(st.sampled_from(["ab", "\u00e9", "zz", "\u00fc", "\x00\x00", "ba"]), max_size=12),
+    unused=st.lists(st.sampled_from(["qq", "\u00f1", "yx"]), max_size=2),
+    slice_bytes=st.sampled_from([1, 2, 6, 1 << 20]),
+    split=st.integers(0, 12),
+)
+@example(used=["ab", "\u00e9", "ab"], unused=["qq"], slice_bytes=2, split=1)
+@example(used=["ab", "zz", "ab", "zz"], unused=[], slice_bytes=6, split=1)  # a part slice last
+def test_an_enum_of_one_width_hashes_its_documented_bytes(
+    used: list[str], unused: list[str], slice_bytes: int, split: int
+) -> None:
+    """An Enum whose categories are all two bytes wide (one- and two-byte characters mixed,
+    some categories unused) is hashed from its codes a slice at a time: the bytes the format
+    documents, as for any text."""
+    categories = sorted(set(used) | set(unused))
+    series = pl.Series("t", used, dtype=pl.Enum(categories))
+    series = pl.concat([series.head(split), series.slice(split)], rechunk=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fingerprint, "CODES_SLICE_BYTES", slice_bytes)
+        digest = fingerprint._column_digest(series)
+    assert digest == _reference_column(list(used), pl.String)
+
+
 _TEXT_PEAK = """
 import sys
 import polars as pl
