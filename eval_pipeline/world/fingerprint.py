@@ -100,8 +100,8 @@ def _hash_equal_width_codes(series: pl.Series, data: hashlib._Hash, lengths: has
     widths = np.full(min(slice_rows, series.len()), width, dtype="<u4")
     for start in range(0, series.len(), slice_rows):
         codes = series.slice(start, slice_rows).to_physical().to_numpy()
-        data.update(memoryview(np.take(table, codes, axis=0)))
-        lengths.update(memoryview(widths[: len(codes)]))
+        data.update(np.take(table, codes, axis=0).data)
+        lengths.update(widths[: len(codes)].data)
     return True
 
 
