@@ -119,3 +119,46 @@ def test_a_join_on_codes_equals_the_join_on_text(
     expected = lines.join(other, on="k", how=how).sort("line_id")  # type: ignore[arg-type]
     got = coded.join(keyed_like(other, coded, ["k"]), on="k", how=how)  # type: ignore[arg-type]
     assert as_text(got).sort("line_id").equals(expected)
+
+
+def _lines_of(columns: dict[str, pl.Series]) -> pl.DataFrame:
+    """A frame of statement lines whose text columns are ``columns`` (the rest numbers)."""
+    height = len(next(iter(columns.values())))
+    numbers = {c: pl.Series(c, range(height)) for c in ("line_id", "units", "amount_minor")}
+    return pl.DataFrame(
+        [numbers.get(c, columns.get(c)) for c in LINE_TEXT_COLUMNS + tuple(numbers)]
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.none(), _words), min_size=1, max_size=30),
+    held_as=st.sampled_from(["text", "categorical", "enum", "enum-unused", "enum-unsorted"]),
+    seen_before=st.lists(st.text(max_size=3), max_size=5),
+)
+def test_lines_encode_to_the_enum_of_their_sorted_values_however_their_text_is_held(
+    values: list[str | None], held_as: str, seen_before: list[str]
+) -> None:
+    """Text, Categorical codes (numbered by whatever the process saw before) or an Enum
+    (with categories unused or out of order) encode to the Enum of the values present,
+    sorted, row for row; an Enum already so is left as it is."""
+    # Codes taken in the global mapping by text the process still holds.
+    held_before = pl.Series(seen_before, dtype=pl.Categorical)
+    text = pl.Series("statement_id", values, dtype=pl.String)
+    present = sorted({v for v in values if v is not None})
+    held = {
+        "text": text,
+        "categorical": text.cast(pl.Categorical),
+        "enum": text.cast(pl.Enum(present)),
+        "enum-unused": text.cast(pl.Enum([*present, "~unused"])),
+        "enum-unsorted": text.cast(pl.Enum(present[::-1])),
+    }[held_as]
+    lines = _lines_of({c: held.alias(c) for c in LINE_TEXT_COLUMNS})
+    encoded = encode_line_text(lines)
+    for column in LINE_TEXT_COLUMNS:
+        got = encoded.get_column(column)
+        assert got.dtype == pl.Enum(present), column
+        assert got.cast(pl.String).to_list() == values, column
+    assert held_before.len() == len(seen_before)
+    already = isinstance(held.dtype, pl.Enum) and held.dtype.categories.to_list() == present
+    assert (encoded is lines) == already

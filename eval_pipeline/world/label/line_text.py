@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 import polars as pl
 from polars._typing import PolarsDataType
 
@@ -49,10 +50,42 @@ def encode_line_text(lines: pl.DataFrame) -> pl.DataFrame:
     encoded = {}
     for column in LINE_TEXT_COLUMNS:
         series = lines.get_column(column)
-        values = series.unique().drop_nulls().cast(pl.String).sort()
-        if not (isinstance(series.dtype, pl.Enum) and series.dtype.categories.equals(values)):
-            encoded[column] = pl.col(column).cast(pl.Enum(values))
+        if not _is_encoded(series):
+            encoded[column] = _sorted_enum(series)
     return lines.with_columns(**encoded) if encoded else lines
+
+
+def _is_encoded(series: pl.Series) -> bool:
+    """Whether ``series`` is an Enum of sorted categories, every one of them used (told from
+    its codes: no text is looked at)."""
+    dtype = series.dtype
+    if not isinstance(dtype, pl.Enum) or not dtype.categories.is_sorted():
+        return False
+    codes = series.to_physical().drop_nulls().to_numpy()
+    return bool(np.bincount(codes, minlength=dtype.categories.len()).all())
+
+
+def _sorted_enum(series: pl.Series) -> pl.Series:
+    """``series`` as an Enum of its values, sorted. Codes (Categorical, Enum) are renumbered
+    by a gather from the codes present, each present value's text looked up once: casting
+    them would make every row's text."""
+    dtype = series.dtype
+    if isinstance(dtype, pl.Enum):
+        text_of_code = dtype.categories
+    elif isinstance(dtype, pl.Categorical):
+        text_of_code = dtype.categories.to_series()  # ordered by code (polars documents it)
+    else:
+        return series.cast(pl.Enum(series.unique().drop_nulls().sort()))
+    codes = series.to_physical()
+    present = np.flatnonzero(np.bincount(codes.drop_nulls().to_numpy()))
+    text = text_of_code.gather(present)
+    order = text.arg_sort().to_numpy()
+    values = text.gather(order)
+    renumber = np.zeros(int(present.max(initial=0)) + 1, dtype=np.uint32)
+    renumber[present[order]] = np.arange(len(values), dtype=np.uint32)
+    return pl.Series(series.name, values, dtype=pl.Enum(values)).gather(
+        pl.Series(renumber).gather(codes)
+    )
 
 
 def as_text(frame: pl.DataFrame, columns: Iterable[str] | None = None) -> pl.DataFrame:
