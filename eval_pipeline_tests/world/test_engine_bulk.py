@@ -20,9 +20,11 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_pipeline.errors import WorldError
-from eval_pipeline.world.label import engine_bulk
+from eval_pipeline.world.label import engine, engine_bulk
 
 PERIODS = ("2025-01", "2025-02")
 LINE_SCHEMA = {
@@ -551,6 +553,93 @@ def test_only_the_counted_lines_are_held_to_the_int64_bound() -> None:
         assert counted.get_column("line_id").to_list() == [1, 2, 3, 5]
     with pytest.raises(WorldError, match=r"^amount_minor × usd_per_unit_micro reaches"):
         engine_bulk.price_lines(coded, deals(), terms(), pl.Series([True] * (len(PRICED) + 1)))
+
+
+def reference_recoupment_ledger(
+    accounts: pl.DataFrame, charges: pl.DataFrame, earnings: pl.DataFrame, periods: list[str]
+) -> list[tuple[Any, ...]]:
+    """Rule 8 as first written: :func:`engine.recoup` step by step, account by account."""
+    charged = {(a, p): v for a, p, v in charges.iter_rows()}
+    earned = {(a, p): v for a, p, v in earnings.iter_rows()}
+    rows = []
+    for account, artist in sorted(accounts.iter_rows()):
+        balance = 0
+        for period in periods:
+            charge = charged.get((account, period), 0)
+            step = engine.recoup(balance + charge, earned.get((account, period), 0))
+            balance = step.balance_after_micro
+            rows.append(
+                (
+                    account,
+                    artist,
+                    period,
+                    charge,
+                    step.balance_before_micro,
+                    step.earnings_micro,
+                    step.recouped_micro,
+                    step.balance_after_micro,
+                    step.payable_micro,
+                )
+            )
+    return rows
+
+
+_ACCOUNTS = [f"ACC-{n}" for n in range(5)]
+_PERIODS = ["2025-01", "2025-02", "2025-03", "2025-04"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    artists=st.lists(st.sampled_from(["A1", "A2", "A3"]), min_size=0, max_size=5),
+    charged=st.dictionaries(
+        st.tuples(st.sampled_from([*_ACCOUNTS, "ACC-9"]), st.sampled_from([*_PERIODS, "2026-01"])),
+        st.integers(0, 10**15),
+        max_size=12,
+    ),
+    earned=st.dictionaries(
+        st.tuples(st.sampled_from(_ACCOUNTS), st.sampled_from(_PERIODS)),
+        st.integers(-(10**12), 10**15),
+        max_size=16,
+    ),
+    periods=st.integers(0, 4),
+)
+def test_the_recoupment_ledger_is_rule_8_step_by_step(
+    artists: list[str],
+    charged: dict[tuple[str, str], int],
+    earned: dict[tuple[str, str], int],
+    periods: int,
+) -> None:
+    """Any accounts, charges (some of accounts or periods not asked about) and earnings (some
+    negative), over any number of periods: the ledger of every account at once is the one
+    the scalar rule gives, row for row."""
+    accounts = pl.DataFrame(
+        {"account_id": _ACCOUNTS[: len(artists)][::-1], "artist_id": artists},
+        schema={"account_id": pl.String, "artist_id": pl.String},
+    )
+
+    def cells(values: dict[tuple[str, str], int], column: str) -> pl.DataFrame:
+        return pl.DataFrame(
+            [(a, p, v) for (a, p), v in values.items()],
+            schema={"account_id": pl.String, "period": pl.String, column: pl.Int64},
+            orient="row",
+        )
+
+    charges, earnings = cells(charged, "charges_micro"), cells(earned, "earnings_micro")
+    asked = _PERIODS[:periods]
+    ledger = engine_bulk.recoupment_ledger(accounts, charges, earnings, asked)
+    assert ledger.rows() == reference_recoupment_ledger(accounts, charges, earnings, asked)
+
+
+def test_a_recoupment_ledger_refuses_two_charges_for_one_account_and_period() -> None:
+    accounts = pl.DataFrame({"account_id": ["ACC-1"], "artist_id": ["A1"]})
+    charges = pl.DataFrame(
+        {"account_id": ["ACC-1", "ACC-1"], "period": ["2025-01"] * 2, "charges_micro": [1, 2]}
+    )
+    earnings = pl.DataFrame(
+        schema={"account_id": pl.String, "period": pl.String, "earnings_micro": pl.Int64}
+    )
+    with pytest.raises(WorldError, match=r"^charges_micro holds more than one value"):
+        engine_bulk.recoupment_ledger(accounts, charges, earnings, ["2025-01"])
 
 
 def test_a_recoupment_ledger_of_no_accounts_is_empty_but_typed() -> None:

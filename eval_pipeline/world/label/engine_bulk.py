@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from eval_pipeline.errors import WorldError
@@ -31,7 +32,6 @@ from eval_pipeline.world.label.engine import (
     applicable_rate_ppm_expr,
     cents_from_micro,
     div_round,
-    recoup,
 )
 from eval_pipeline.world.memo import ByTables
 
@@ -346,7 +346,17 @@ def line_royalties(
     )
 
 
-# -- recoupment: a plain integer loop over accounts and periods ------------------------
+# -- recoupment: every account at once, one period after another ----------------------
+
+LEDGER_TEXT = ("account_id", "artist_id", "period")
+LEDGER_AMOUNTS = (
+    "charges_micro",
+    "balance_before_micro",
+    "earnings_micro",
+    "recouped_micro",
+    "balance_after_micro",
+    "payable_micro",
+)
 
 
 def recoupment_ledger(
@@ -358,52 +368,67 @@ def recoupment_ledger(
     """Rule 8 per account and period, every account in every period.
 
     ``accounts``: account_id, artist_id. ``charges``: account_id, period, charges_micro.
-    ``earnings``: account_id, period, earnings_micro. Returns the account ledger:
-    account_id, artist_id, period, charges_micro, balance_before_micro, earnings_micro,
-    recouped_micro, balance_after_micro, payable_micro.
+    ``earnings``: account_id, period, earnings_micro (at most one row per account and
+    period in each; rows of other accounts or periods are not read). Returns the account
+    ledger, by account then period: account_id, artist_id, period, charges_micro,
+    balance_before_micro, earnings_micro, recouped_micro, balance_after_micro,
+    payable_micro.
+
+    A balance carries from one period to the next, so the periods go one after another;
+    each is :func:`engine.recoup` on every account at once, in numpy (a Python step per
+    account and period was 6 ms of every misreading's answer key at 1x).
     """
-    charge_map = {
-        (row[0], row[1]): int(row[2])
-        for row in charges.select("account_id", "period", "charges_micro").iter_rows()
+    ordered = accounts.sort("account_id").select("account_id", "artist_id")
+    count, width = ordered.height, len(periods)
+    charged = _account_period_grid(ordered, charges, "charges_micro", periods)
+    earned = _account_period_grid(ordered, earnings, "earnings_micro", periods)
+    before = np.empty_like(charged)
+    recouped = np.empty_like(charged)
+    balance = np.zeros(count, dtype=np.int64)
+    for at in range(width):
+        before[:, at] = balance + charged[:, at]
+        if (before[:, at] < 0).any():
+            raise WorldError(f"a recoupment balance cannot be negative: {int(before[:, at].min())}")
+        recouped[:, at] = np.minimum(np.maximum(earned[:, at], 0), before[:, at])
+        balance = before[:, at] - recouped[:, at]
+    amounts = {
+        "charges_micro": charged,
+        "balance_before_micro": before,
+        "earnings_micro": earned,
+        "recouped_micro": recouped,
+        "balance_after_micro": before - recouped,
+        "payable_micro": earned - recouped,
     }
-    earning_map = {
-        (row[0], row[1]): int(row[2])
-        for row in earnings.select("account_id", "period", "earnings_micro").iter_rows()
-    }
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "account_id",
-            "artist_id",
-            "period",
-            "charges_micro",
-            "balance_before_micro",
-            "earnings_micro",
-            "recouped_micro",
-            "balance_after_micro",
-            "payable_micro",
-        )
-    }
-    for account_id, artist_id in (
-        accounts.sort("account_id").select("account_id", "artist_id").iter_rows()
-    ):
-        balance = 0
-        for period in periods:
-            charged = charge_map.get((account_id, period), 0)
-            step = recoup(balance + charged, earning_map.get((account_id, period), 0))
-            balance = step.balance_after_micro
-            columns["account_id"].append(account_id)
-            columns["artist_id"].append(artist_id)
-            columns["period"].append(period)
-            columns["charges_micro"].append(charged)
-            columns["balance_before_micro"].append(step.balance_before_micro)
-            columns["earnings_micro"].append(step.earnings_micro)
-            columns["recouped_micro"].append(step.recouped_micro)
-            columns["balance_after_micro"].append(step.balance_after_micro)
-            columns["payable_micro"].append(step.payable_micro)
-    text_columns = ("account_id", "artist_id", "period")
-    schema = {name: pl.String if name in text_columns else pl.Int64 for name in columns}
-    return pl.DataFrame(columns, schema=schema)
+    rows = ordered.gather(np.repeat(np.arange(count), width)).with_columns(
+        period=pl.Series(list(periods) * count, dtype=pl.String)
+    )
+    return rows.with_columns(
+        pl.Series(name, amounts[name].ravel(), dtype=pl.Int64) for name in LEDGER_AMOUNTS
+    ).select(*(pl.col(c).cast(pl.String) for c in LEDGER_TEXT), *LEDGER_AMOUNTS)
+
+
+def _account_period_grid(
+    ordered: pl.DataFrame, cells: pl.DataFrame, column: str, periods: Sequence[str]
+) -> np.ndarray:
+    """``cells``' ``column`` as an accounts × periods int64 array (``ordered``'s rows, then
+    ``periods``), zero where absent. Two values for one account and period are refused:
+    which would count is not said."""
+    at = cells.join(
+        ordered.select("account_id", _row=pl.int_range(pl.len(), dtype=pl.Int64)),
+        on="account_id",
+    ).join(
+        pl.DataFrame(
+            {"period": list(periods), "_col": range(len(periods))},
+            schema={"period": pl.String, "_col": pl.Int64},
+        ),
+        on="period",
+    )
+    index = (at.get_column("_row") * len(periods) + at.get_column("_col")).to_numpy()
+    if len(np.unique(index)) != len(index):
+        raise WorldError(f"{column} holds more than one value for an account in a period")
+    grid = np.zeros(ordered.height * len(periods), dtype=np.int64)
+    grid[index] = at.get_column(column).cast(pl.Int64).to_numpy()
+    return grid.reshape(ordered.height, len(periods))
 
 
 def artist_ledger(
