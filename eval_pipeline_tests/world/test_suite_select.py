@@ -142,7 +142,7 @@ def test_templates_are_evaluated_side_by_side_only_in_worlds_of_few_lines(
             super().__init__(max_workers)
 
     monkeypatch.setattr(select, "ThreadPoolExecutor", Recorded)
-    monkeypatch.setattr(select, "side_by_side_workers", lambda: 2)
+    monkeypatch.setattr(select, "side_by_side_workers", lambda lines: 2)
     none = Evaluated(
         frame=pl.DataFrame({"_mask": []}, schema={"_mask": pl.Int64}),
         misread=pl.DataFrame(),

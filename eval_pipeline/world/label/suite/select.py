@@ -26,15 +26,15 @@ from eval_pipeline.cases.case import (
 from eval_pipeline.errors import WorldError
 from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID, RuleReading
 from eval_pipeline.world.label.suite.answers import LabelData
-from eval_pipeline.world.label.suite.readings import Views, side_by_side_workers
+from eval_pipeline.world.label.suite.readings import (
+    SIDE_BY_SIDE_MAX_LINES,
+    Views,
+    side_by_side_workers,
+)
 from eval_pipeline.world.label.suite.templates import Template
 from eval_pipeline.world.rng import Stream
 
 COVERAGE = 3
-SIDE_BY_SIDE_MAX_LINES = 1_000_000
-"""Templates are evaluated side by side in worlds of fewer statement lines than this (1x
-has 468,000): at 10x, two at once cost about 100 MB more at the suite's peak for no time
-saved."""
 
 
 class SuiteTooSmallError(WorldError):
@@ -353,10 +353,10 @@ class Selector:
         # Polars releases the GIL: templates are evaluated side by side on the machine's
         # cores (each is a pure function of the views; the first error in template order
         # is the one raised, as when run one by one). Not at scale: there two templates'
-        # candidates at once are the suite's memory peak, and the few big templates take
-        # most of the time either way.
+        # candidates at once are the suite's memory peak (at 10x, 100 MB more), and the few
+        # big templates take most of the time either way.
         lines = self.views.rules.world["statement_lines"].height
-        workers = side_by_side_workers() if lines < SIDE_BY_SIDE_MAX_LINES else 1
+        workers = side_by_side_workers(lines) if lines < SIDE_BY_SIDE_MAX_LINES else 1
         with ThreadPoolExecutor(max_workers=workers) as executor:
             evaluated = list(executor.map(self.evaluate, templates))
         exercised = {t.name: self._exercised(e) for t, e in zip(templates, evaluated, strict=True)}
