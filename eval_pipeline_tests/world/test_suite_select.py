@@ -144,7 +144,7 @@ def test_templates_are_evaluated_side_by_side_only_in_worlds_of_few_lines(
     monkeypatch.setattr(select, "ThreadPoolExecutor", Recorded)
     monkeypatch.setattr(select, "side_by_side_workers", lambda lines: 2)
     none = Evaluated(
-        frame=pl.DataFrame({"_mask": []}, schema={"_mask": pl.Int64}),
+        frame=pl.DataFrame(schema={"answer": pl.String, "_mask": pl.Int64}),
         misread=pl.DataFrame(),
         artist=None,
     )

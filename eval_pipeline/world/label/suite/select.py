@@ -226,6 +226,8 @@ class Selector:
     stream: Stream
     need: dict[str, int] = field(default_factory=dict)
     evaluated: dict[str, Evaluated] = field(default_factory=dict)
+    pickable: dict[tuple[str, int], pl.DataFrame] = field(default_factory=dict)
+    """By template name and count: see :meth:`_pickable`."""
     chosen: dict[str, list[Candidate]] = field(default_factory=dict)
     support: dict[str, int] = field(default_factory=dict)
     """How many candidate subjects, over all templates, exercise each misreading."""
@@ -348,6 +350,10 @@ class Selector:
         ).row(0, named=True)
         return {m: int(n) for m, n in counts.items()}
 
+    def _evaluate_for_picking(self, template: Template) -> Evaluated:
+        self._pickable(template)
+        return self.evaluate(template)
+
     def rarest_first(self, templates: Sequence[Template]) -> list[Template]:
         """Templates ordered by the rarest misreading their subjects can exercise."""
         # Polars releases the GIL: templates are evaluated side by side on the machine's
@@ -358,7 +364,7 @@ class Selector:
         lines = self.views.rules.world["statement_lines"].height
         workers = side_by_side_workers(lines) if lines < SIDE_BY_SIDE_MAX_LINES else 1
         with ThreadPoolExecutor(max_workers=workers) as executor:
-            evaluated = list(executor.map(self.evaluate, templates))
+            evaluated = list(executor.map(self._evaluate_for_picking, templates))
         exercised = {t.name: self._exercised(e) for t, e in zip(templates, evaluated, strict=True)}
         support: dict[str, int] = {m: 0 for m in self.views.misread}
         for counts in exercised.values():
@@ -372,21 +378,13 @@ class Selector:
 
         return sorted(templates, key=rarity)
 
-    def choose(self, template: Template) -> None:
-        """Pick ``template.count`` subjects, one at a time, each the best of those left.
-
-        A subject's score is (new answer, exercises a needed misreading, gain, new artist),
-        compared as a tuple; ties keep the earlier subject of a seeded order. The gain is the
-        sum of 1/support over the needed misreadings it exercises (a misreading few subjects
-        exercise is worth more than a common one): subjects that exercise the same needed
-        misreadings gain the same, so the gains are computed exactly per set (as integers
-        over the least common multiple of the supports) and compared by rank.
-
-        Each pick depends on the last, so the picks run one after another, each a few numpy
-        operations over the candidates left once those that can never be picked are dropped
-        (below): per pick, a frame operation costs more than that, and a Python pass over
-        the 10,000 candidates a line template keeps at 1x cost 0.05 s a template.
-        """
+    def _pickable(self, template: Template) -> pl.DataFrame:
+        """The candidates :meth:`choose` may pick, in the seeded order (``_index``, ``_mask``,
+        and answer and artist as numbers): computed with the template's evaluation, side
+        by side, as it does not depend on what was picked before."""
+        key = (template.name, template.count)
+        if key in self.pickable:
+            return self.pickable[key]
         evaluated = self.evaluate(template)
         artist = evaluated.artist
         who = pl.col(artist) if artist is not None else pl.lit(None, pl.String)
@@ -412,6 +410,26 @@ class Selector:
                 pl.col("_who").rank("dense").cast(pl.Int64).fill_null(0).alias("_who"),
             )
         )
+        self.pickable[key] = left
+        return left
+
+    def choose(self, template: Template) -> None:
+        """Pick ``template.count`` subjects, one at a time, each the best of those left.
+
+        A subject's score is (new answer, exercises a needed misreading, gain, new artist),
+        compared as a tuple; ties keep the earlier subject of a seeded order. The gain is the
+        sum of 1/support over the needed misreadings it exercises (a misreading few subjects
+        exercise is worth more than a common one): subjects that exercise the same needed
+        misreadings gain the same, so the gains are computed exactly per set (as integers
+        over the least common multiple of the supports) and compared by rank.
+
+        Each pick depends on the last, so the picks run one after another, each a few numpy
+        operations over the candidates left once those that can never be picked are dropped
+        (:meth:`_pickable`): per pick, a frame operation costs more than that, and a Python
+        pass over the 10,000 candidates a line template keeps at 1x cost 0.05 s a template.
+        """
+        evaluated = self.evaluate(template)
+        left = self._pickable(template)
         indices = left.get_column(_INDEX).to_numpy()
         masks = left.get_column(_MASK).to_numpy()
         answer_codes = left.get_column("_answer").to_numpy()
