@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from eval_pipeline.warehouse import (
 )
 from eval_pipeline.world import plugin_of_world
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
+from eval_pipeline.world.fingerprint import digest_ahead
 
 FIXTURE_SETS_TABLE = "fixture_sets"
 ANSWER_KEY_INFO_TABLE = "answer_key_info"
@@ -360,10 +362,15 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
     fixture_set = load_fixtures(recorded_fixture_path(conn))
     info = read_table(conn, META_SCHEMA, WORLD_INFO_TABLE).row(0, named=True)
     plugin = plugin_of_world(info["plugin"])
-    world = plugin.world_from_tables(
-        info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA, keep_codes=True)
-    )
-    answer_key = plugin.answer_key_from_tables(world, read_schema(conn, TRUTH_SCHEMA))
+    # The answer key is read and its columns hashed on a second connection while the world
+    # is read and fingerprinted here: only the key's fingerprint waits for the world's (its
+    # salt). Errors are raised in the order the reads come in here.
+    with closing(conn.cursor()) as key_conn, ThreadPoolExecutor(max_workers=1) as reader:
+        key_tables = reader.submit(_read_digested, key_conn, TRUTH_SCHEMA)
+        world = plugin.world_from_tables(
+            info["seed"], info["scale"], read_schema(conn, WORLD_SCHEMA, keep_codes=True)
+        )
+        answer_key = plugin.answer_key_from_tables(world, key_tables.result())
     return FixtureWorldMatch(
         fixture_id=fixture_set.fixture_id,
         fixture_world_fingerprint=fixture_set.manifest.world.fingerprint,
@@ -371,6 +378,12 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
         fixture_answer_key_fingerprint=fixture_set.manifest.world.answer_key_fingerprint,
         warehouse_answer_key_fingerprint=answer_key.fingerprint,
     )
+
+
+def _read_digested(conn: duckdb.DuckDBPyConnection, schema: str) -> dict[str, pl.DataFrame]:
+    tables = read_schema(conn, schema)
+    digest_ahead(tables)
+    return tables
 
 
 def check_main_job_inputs(world_config: Path) -> list[str]:

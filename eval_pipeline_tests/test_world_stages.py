@@ -141,6 +141,35 @@ def test_the_fixtures_stage_lets_go_of_the_world_and_a_later_stage_reads_it_back
     assert hand_off.answer_key(conn, read) is not label_key
 
 
+def test_the_fixtures_check_reads_the_answer_key_beside_the_world_and_still_names_what_broke(
+    conn: duckdb.DuckDBPyConnection,
+    label_world: GeneratedWorld,
+    label_key: AnswerKey,
+    tmp_path: Path,
+) -> None:
+    """The check reads the answer key on a second connection while it fingerprints the
+    world: it matches as before, a tampered key is told from its world, and a key that is
+    gone is named (the second connection's error, raised by the check)."""
+    hand_off = world_stages.WorldHandOff()
+    world_stages.store_world(conn, label_world)
+    hand_off.keep_world(label_world)
+    world_stages.store_answer_key(conn, label_key)
+    hand_off.keep_answer_key(label_key)
+    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    assert world_stages.check_fixtures_match_world(conn).matches
+    conn.execute("UPDATE truth.artist_ledger SET gross_micro = gross_micro + 1")
+    tampered = world_stages.check_fixtures_match_world(conn)
+    assert not tampered.matches
+    assert tampered.warehouse_world_fingerprint == label_world.fingerprint
+    assert tampered.warehouse_answer_key_fingerprint != label_key.fingerprint
+    for (name,) in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'truth'"
+    ).fetchall():
+        conn.execute(f"DROP TABLE truth.{name}")
+    with pytest.raises(WarehouseError, match="warehouse schema 'truth' is empty or missing"):
+        world_stages.check_fixtures_match_world(conn)
+
+
 class _Recorded:
     """What the label plugin's answer key and suite were asked for, and on which thread."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import polars as pl
 
@@ -40,14 +40,24 @@ class ByTables(Generic[T]):
         # Reentrant: a frame collected while this thread holds the lock calls `_forget`.
         self._lock = threading.RLock()
 
-    def __call__(self, world: Mapping[str, pl.DataFrame]) -> T:
+    def _remembered(self, world: Mapping[str, pl.DataFrame]) -> tuple[bool, T | None]:
         frames = tuple(world[name] for name in self.names)
         with self._lock:
             for refs, result in self._entries:
                 if all(ref() is frame for ref, frame in zip(refs, frames, strict=True)):
-                    return result
+                    return True, result
+        return False, None
+
+    def get(self, world: Mapping[str, pl.DataFrame]) -> T | None:
+        """The result remembered for these very frames, if any (nothing is computed)."""
+        return self._remembered(world)[1]
+
+    def __call__(self, world: Mapping[str, pl.DataFrame]) -> T:
+        found, remembered = self._remembered(world)
+        if found:
+            return cast(T, remembered)
         result = self.compute(world)
-        refs = tuple(weakref.ref(frame, self._forget) for frame in frames)
+        refs = tuple(weakref.ref(world[name], self._forget) for name in self.names)
         with self._lock:
             self._entries = [(refs, result), *self._entries][: self.size]
         return result

@@ -209,6 +209,18 @@ def test_an_enum_of_one_width_hashes_its_documented_bytes(
     assert digest == _reference_column(list(used), pl.String)
 
 
+def test_tables_digested_ahead_give_the_fingerprint_they_give_hashed_at_once() -> None:
+    """A caller may hash the columns before it knows the salt; the fingerprint is the same,
+    and another frame (the same content changed) is hashed afresh, not served the digests
+    of the one before."""
+    tables = _tables()
+    expected = _reference(tables, "s")
+    fingerprint.digest_ahead(tables)
+    assert fingerprint_tables(tables, "s") == expected
+    changed = {**tables, "a": tables["a"].with_columns(pl.col("id") + 1)}
+    assert fingerprint_tables(changed, "s") == _reference(changed, "s") != expected
+
+
 _TEXT_PEAK = """
 import sys
 import polars as pl
