@@ -37,7 +37,6 @@ from eval_pipeline.warehouse import (
 )
 from eval_pipeline.world import plugin_of_world
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld, WorldPlugin
-from eval_pipeline.world.fingerprint import digest_ahead
 
 FIXTURE_SETS_TABLE = "fixture_sets"
 ANSWER_KEY_INFO_TABLE = "answer_key_info"
@@ -381,6 +380,8 @@ def check_fixtures_match_world(conn: duckdb.DuckDBPyConnection) -> FixtureWorldM
 
 
 def _read_digested(conn: duckdb.DuckDBPyConnection, schema: str) -> dict[str, pl.DataFrame]:
+    from eval_pipeline.world.fingerprint import digest_ahead  # with the plugin, as the stages do
+
     tables = read_schema(conn, schema)
     digest_ahead(tables)
     return tables
