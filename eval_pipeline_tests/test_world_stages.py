@@ -121,6 +121,19 @@ def test_the_hand_off_still_refuses_a_tampered_world_it_must_read_back(
         world_stages.WorldHandOff().world(conn)
 
 
+def _through_the_fixtures_stage(
+    conn: duckdb.DuckDBPyConnection, world: GeneratedWorld, key: AnswerKey, tmp_path: Path
+) -> world_stages.WorldHandOff:
+    """The world and key stored and handed on, and the fixtures frozen from them."""
+    hand_off = world_stages.WorldHandOff()
+    world_stages.store_world(conn, world)
+    hand_off.keep_world(world)
+    world_stages.store_answer_key(conn, key)
+    hand_off.keep_answer_key(key)
+    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    return hand_off
+
+
 def test_the_fixtures_stage_lets_go_of_the_world_and_a_later_stage_reads_it_back(
     conn: duckdb.DuckDBPyConnection,
     label_world: GeneratedWorld,
@@ -129,12 +142,7 @@ def test_the_fixtures_stage_lets_go_of_the_world_and_a_later_stage_reads_it_back
 ) -> None:
     # The fixtures stage is the world's last consumer in a run: holding it longer keeps
     # most of a 10x run's memory through the blocking check, which reads it back anyway.
-    hand_off = world_stages.WorldHandOff()
-    world_stages.store_world(conn, label_world)
-    hand_off.keep_world(label_world)
-    world_stages.store_answer_key(conn, label_key)
-    hand_off.keep_answer_key(label_key)
-    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    hand_off = _through_the_fixtures_stage(conn, label_world, label_key, tmp_path)
     read = hand_off.world(conn)
     assert read is not label_world
     assert read.fingerprint == label_world.fingerprint
@@ -150,12 +158,7 @@ def test_the_fixtures_check_reads_the_answer_key_beside_the_world_and_still_name
     """The check reads the answer key on a second connection while it fingerprints the
     world: it matches as before, a tampered key is told from its world, and a key that is
     gone is named (the second connection's error, raised by the check)."""
-    hand_off = world_stages.WorldHandOff()
-    world_stages.store_world(conn, label_world)
-    hand_off.keep_world(label_world)
-    world_stages.store_answer_key(conn, label_key)
-    hand_off.keep_answer_key(label_key)
-    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    _through_the_fixtures_stage(conn, label_world, label_key, tmp_path)
     assert world_stages.check_fixtures_match_world(conn).matches
     conn.execute("UPDATE truth.artist_ledger SET gross_micro = gross_micro + 1")
     tampered = world_stages.check_fixtures_match_world(conn)

@@ -349,14 +349,6 @@ def line_royalties(
 # -- recoupment: every account at once, one period after another ----------------------
 
 LEDGER_TEXT = ("account_id", "artist_id", "period")
-LEDGER_AMOUNTS = (
-    "charges_micro",
-    "balance_before_micro",
-    "earnings_micro",
-    "recouped_micro",
-    "balance_after_micro",
-    "payable_micro",
-)
 
 
 def recoupment_ledger(
@@ -403,8 +395,8 @@ def recoupment_ledger(
         period=pl.Series(list(periods) * count, dtype=pl.String)
     )
     return rows.with_columns(
-        pl.Series(name, amounts[name].ravel(), dtype=pl.Int64) for name in LEDGER_AMOUNTS
-    ).select(*(pl.col(c).cast(pl.String) for c in LEDGER_TEXT), *LEDGER_AMOUNTS)
+        pl.Series(name, values.ravel(), dtype=pl.Int64) for name, values in amounts.items()
+    ).select(*(pl.col(c).cast(pl.String) for c in LEDGER_TEXT), *amounts)
 
 
 def _account_period_grid(
