@@ -87,12 +87,15 @@ def _dtype_name(dtype: pl.DataType) -> str:
     return "String" if _is_text(dtype) else str(dtype)
 
 
-def _hash_equal_width_codes(series: pl.Series, data: hashlib._Hash, lengths: hashlib._Hash) -> bool:
-    """Feed the text of an Enum column whose categories are all one width in bytes (an ISRC,
-    a period, a statement id), null-free, to ``data`` and ``lengths``: each row's text is its
-    category's row of a width-wide byte table, gathered by code in numpy, with no string
-    built per row. False, having fed nothing, for any other column."""
-    categories = [c.encode() for c in series.dtype.categories.to_list()]  # type: ignore[attr-defined]
+def _hash_equal_width_codes(
+    series: pl.Series, dtype: pl.Enum, data: hashlib._Hash, lengths: hashlib._Hash
+) -> bool:
+    """Feed the text of an Enum column (``series`` of ``dtype``) whose categories are all one
+    width in bytes (an ISRC, a period, a statement id), null-free, to ``data`` and
+    ``lengths``: each row's text is its category's row of a width-wide byte table, gathered
+    by code in numpy, with no string built per row. False, having fed nothing, for any
+    other column."""
+    categories = [c.encode() for c in dtype.categories.to_list()]
     width = len(categories[0]) if categories else 0
     if not width or series.null_count() or any(len(c) != width for c in categories):
         return False
@@ -112,7 +115,7 @@ def _column_digest(series: pl.Series) -> bytes:
     dtype = series.dtype
     if dtype == pl.Null:
         form = b"null"
-    elif isinstance(dtype, pl.Enum) and _hash_equal_width_codes(series, data, lengths):
+    elif isinstance(dtype, pl.Enum) and _hash_equal_width_codes(series, dtype, data, lengths):
         form = b"text"
     elif _is_text(dtype):
         form = b"text"
