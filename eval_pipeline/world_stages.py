@@ -8,9 +8,9 @@ The lanes, scoring and results have stages of their own in their packages.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +189,12 @@ class WorldHandOff:
             self._answer_key = load_answer_key(conn, world)
         return self._answer_key
 
+    def computing_ahead(self, world: GeneratedWorld) -> bool:
+        """Whether this very world's answer key or suite is being computed ahead (and not
+        yet done)."""
+        ahead = self._ahead_for(world)
+        return ahead is not None and not ahead.cases.done()
+
     def _ahead_for(self, world: GeneratedWorld) -> _Ahead | None:
         """What is being computed ahead, if it is for this very world."""
         ahead = self._ahead
@@ -211,6 +217,24 @@ class WorldHandOff:
         return plugin_of_world(world.plugin).build_suite(world, answer_key)
 
 
+@contextmanager
+def _writing_beside(conn: duckdb.DuckDBPyConnection, computing: bool) -> Iterator[None]:
+    """While ``computing`` goes on beside this stage's DuckDB write (the answer key and suite
+    computed ahead), the write takes one thread: the computing is what the run waits on, and
+    DuckDB on every core took it from it (1x on 2 cores: the path 0.06 s shorter over 10
+    interleaved pairs, the write itself 0.1 s longer)."""
+    if not computing:
+        yield
+        return
+    row = conn.execute("SELECT current_setting('threads')").fetchone()
+    assert row is not None
+    conn.execute("SET threads = 1")
+    try:
+        yield
+    finally:
+        conn.execute(f"SET threads = {int(row[0])}")
+
+
 def world_stage(
     conn: duckdb.DuckDBPyConnection,
     config: object,
@@ -226,7 +250,8 @@ def world_stage(
     world = build_world(config)
     hand_off.keep_world(world, compute_ahead=compute_ahead)
     try:
-        return store_world(conn, world)
+        with _writing_beside(conn, hand_off.computing_ahead(world)):
+            return store_world(conn, world)
     except BaseException:
         hand_off.release()  # Not stored: no later stage may take it (or what was computed).
         raise
@@ -238,7 +263,8 @@ def answer_key_stage(
     """The answer-key asset: the truth tables of the stored world, into `truth`."""
     world = hand_off.world(conn)
     answer_key = hand_off.computed_answer_key(world)
-    counts = store_answer_key(conn, answer_key)
+    with _writing_beside(conn, hand_off.computing_ahead(world)):
+        counts = store_answer_key(conn, answer_key)
     hand_off.keep_answer_key(answer_key)
     return world, answer_key, counts
 

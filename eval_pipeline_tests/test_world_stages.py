@@ -226,6 +226,47 @@ def test_a_small_world_s_answer_key_and_suite_are_computed_while_it_is_written(
     assert computed.fixture_id == fixture_set.fixture_id
 
 
+@pytest.mark.parametrize("ahead", [True, False], ids=["computing-ahead", "nothing-ahead"])
+def test_the_stages_write_on_one_duckdb_thread_only_while_the_key_and_suite_compute_beside(
+    conn: duckdb.DuckDBPyConnection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: bool
+) -> None:
+    """The world's and the answer key's writes leave the other cores to the computing the
+    run waits on, and only then; the connection's setting is given back after each."""
+
+    def threads() -> int:
+        row = conn.execute("SELECT current_setting('threads')").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    every = threads()
+    assert every > 1
+    suite_held = threading.Event()
+    plugin_type = type(get_world_plugin("label"))
+    build_suite = plugin_type.build_suite
+
+    def held_suite(plugin: object, world: GeneratedWorld, key: AnswerKey) -> object:
+        assert suite_held.wait(60)  # still computing while both stages write
+        return build_suite(plugin, world, key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plugin_type, "build_suite", held_suite)
+    written: dict[str, int] = {}
+    write_tables = world_stages.write_tables
+
+    def recorded(c: duckdb.DuckDBPyConnection, schema: str, tables: object) -> object:
+        written.setdefault(schema, threads())
+        return write_tables(c, schema, tables)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(world_stages, "write_tables", recorded)
+    hand_off = world_stages.WorldHandOff()
+    world_stages.world_stage(conn, _config(), hand_off, compute_ahead=ahead)
+    assert threads() == every
+    world_stages.answer_key_stage(conn, hand_off)
+    assert threads() == every
+    suite_held.set()
+    world_stages.fixtures_stage(conn, tmp_path / "fixtures", hand_off)
+    assert written["world"] == written["truth"] == (1 if ahead else every)
+
+
 @pytest.mark.parametrize("why", ["run stops at the world", "world too large"])
 def test_nothing_is_computed_ahead_for_a_run_that_stops_at_the_world_or_a_large_world(
     conn: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch, why: str
