@@ -159,12 +159,24 @@ def digest_ahead(tables: Mapping[str, pl.DataFrame]) -> None:
     knows the salt (the fixtures' check reads the answer key while the world it salts the
     key's fingerprint with is still being fingerprinted)."""
     for name, df in tables.items():
-        try:
-            _DIGESTED({"table": df})
-        except pl.exceptions.PolarsError as error:
-            raise WorldError(
-                f"table {name!r} has a column that cannot be fingerprinted: {error}"
-            ) from error
+        _table_digests(name, df, None, remember=True)
+
+
+def _table_digests(
+    name: str, df: pl.DataFrame, pool: ThreadPoolExecutor | None, *, remember: bool = False
+) -> list[bytes]:
+    """Table ``name``'s column digests: those computed ahead for this very frame, else
+    computed now (and remembered, with ``remember``); a column polars cannot read as
+    bytes is named in a WorldError."""
+    ahead = _DIGESTED.get({"table": df})
+    if ahead is not None:
+        return ahead
+    try:
+        return _DIGESTED({"table": df}) if remember else _column_digests(df, pool)
+    except pl.exceptions.PolarsError as error:
+        raise WorldError(
+            f"table {name!r} has a column that cannot be fingerprinted: {error}"
+        ) from error
 
 
 def fingerprint_tables(tables: Mapping[str, pl.DataFrame], salt: str) -> str:
@@ -187,13 +199,6 @@ def fingerprint_tables(tables: Mapping[str, pl.DataFrame], salt: str) -> str:
             for column, dtype in df.schema.items():
                 _frame(hasher, column.encode())
                 _frame(hasher, _dtype_name(dtype).encode())
-            try:
-                ahead = _DIGESTED.get({"table": df})
-                digests = ahead if ahead is not None else _column_digests(df, pool)
-            except pl.exceptions.PolarsError as error:
-                raise WorldError(
-                    f"table {name!r} has a column that cannot be fingerprinted: {error}"
-                ) from error
-            for digest in digests:
+            for digest in _table_digests(name, df, pool):
                 _frame(hasher, digest)
     return hasher.hexdigest()

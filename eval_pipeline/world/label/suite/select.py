@@ -465,8 +465,9 @@ class Selector:
             answer_taken[answer_codes[best]] = True
             if artist_codes[best]:  # no artist (0) is never taken: it stays new
                 artist_taken[artist_codes[best]] = True
+            chosen_mask = int(masks[best])
             for m, bit in self.bits.items():
-                if int(masks[best]) >> bit & 1:
+                if chosen_mask >> bit & 1:
                     self.need[m] -= 1
         self.chosen[template.name] = evaluated.candidates(sorted(taken))
 
