@@ -6,17 +6,18 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eval_pipeline.world.base import AnswerKey, GeneratedWorld
 from eval_pipeline.world.label.rulebook import RULES
-from eval_pipeline.world.label.suite import select
+from eval_pipeline.world.label.suite import SUBJECT_STREAM, select, suite_templates
 from eval_pipeline.world.label.suite.answers import LabelData
-from eval_pipeline.world.label.suite.readings import Views
+from eval_pipeline.world.label.suite.readings import Views, build_views
 from eval_pipeline.world.label.suite.select import COVERAGE, Candidate, Evaluated, Selector
 from eval_pipeline.world.label.suite.templates import TEMPLATES
 from eval_pipeline.world.rng import Stream
@@ -168,17 +169,19 @@ _TABLE = st.lists(st.tuples(_SUBJECTS, _ANSWERS), max_size=8)
     misread=st.lists(_TABLE, min_size=1, max_size=4),
     absent_answer=st.sampled_from([None, "NO"]),
     stacked_rows=st.sampled_from([1, 5, 2_000_000]),
+    stackable=st.booleans(),
 )
 def test_misread_answers_are_each_misreadings_first_answer_that_differs(
     rules: dict[int | None, str],
     misread: list[list[tuple[int | None, str]]],
     absent_answer: str | None,
     stacked_rows: int,
+    stackable: bool,
 ) -> None:
-    """Compared stacked (several misreadings per join) or one at a time, each candidate's
-    answer under a misreading is the first its table lists, or ``absent_answer`` when the
-    table leaves the candidate out; only answers that differ are kept, by misreading then
-    candidate."""
+    """Answered stacked (several misreadings' tables in one) or one by one, compared
+    stacked (several misreadings per join) or one at a time, each candidate's answer under a
+    misreading is the first its table lists, or ``absent_answer`` when the table leaves the
+    candidate out; only answers that differ are kept, by misreading then candidate."""
     schema = {"subject": pl.Int64, "answer": pl.String}
     frame = pl.DataFrame(list(rules.items()), schema=schema, orient="row")
 
@@ -191,6 +194,7 @@ def test_misread_answers_are_each_misreadings_first_answer_that_differs(
         table=lambda data: data.table("answers"),
         params=("subject",),
         absent_answer=absent_answer,
+        stackable=stackable,
     )
     views = {f"m{i}": view(rows) for i, rows in enumerate(misread)}
     inputs = select._Inputs(view(list(rules.items())))
@@ -210,6 +214,35 @@ def test_misread_answers_are_each_misreadings_first_answer_that_differs(
                 expected.append((index, misreading, theirs))
     assert found.schema == select._MISREAD_SCHEMA
     assert found.rows() == expected
+
+
+def test_a_stackable_template_answers_each_misreading_stacked_as_its_own_view_does(
+    label_world: GeneratedWorld, label_key: AnswerKey
+) -> None:
+    """On the default world, every template marked stackable answers its misreadings a
+    group at a time, in one table, with what each misreading's own view answers (a
+    parameter naming one answer per misreading, so the order of rows does not count)."""
+    stream = Stream(label_world.seed, SUBJECT_STREAM)
+    views = build_views(label_world.tables, label_key.tables, stream.child("pool"))
+    templates = suite_templates(label_world.tables, label_key.tables, views.pool, stream)
+    stackable = [t for t in templates if t.stackable]
+    assert len(stackable) == 13
+    for template in stackable:
+        params = list(template.params)
+        inputs = select._Inputs(views.rules_part if template.artist_column else views.rules)
+        template.table(cast(LabelData, inputs))
+        stacked = 0
+        for group in Selector._answer_groups(template, inputs, views.misread):
+            together = Selector._answered(template, group)
+            stacked += len(together) == 1 and len(group) > 1
+            for misreading, view in group:
+                mine = pl.concat([table for _, table in together]).filter(
+                    pl.col("misreading") == misreading
+                )
+                ((_, alone),) = Selector._answered(template, [(misreading, view)])
+                assert mine.select(params).is_duplicated().sum() == 0, template.name
+                assert mine.sort(params).equals(alone.sort(params)), (template.name, misreading)
+        assert stacked, f"{template.name} answered no misreadings stacked"
 
 
 @given(

@@ -41,6 +41,32 @@ class LabelData:
 
 AnswerTable = Callable[[LabelData], pl.DataFrame]
 
+STACK = "misreading"
+"""The column of a stacked view's tables naming the misreading each row belongs to.
+
+The suite answers a template under most misreadings at once (in a small world a polars
+operation costs the same whatever its size, see ``select.py``): the tables in which they
+differ are stacked, each row with its misreading, and the tables they share are read once.
+An answer table that can take such a view (a template's ``stackable``) carries the column
+through, by :func:`stacked_by` and :func:`keys_with_stack`; on an ordinary view neither adds
+anything."""
+
+
+class UnstackableError(Exception):
+    """An answer table cannot answer these views stacked: they are answered one by one."""
+
+
+def stacked_by(*frames: pl.DataFrame) -> list[str]:
+    """``[STACK]`` when any of ``frames`` carries it (columns to keep or group by), else
+    ``[]``."""
+    return [STACK] if any(STACK in frame.columns for frame in frames) else []
+
+
+def keys_with_stack(left: pl.DataFrame, right: pl.DataFrame, keys: list[str]) -> list[str]:
+    """Join keys for ``left`` and ``right``, the stack's column added when both carry it (a
+    row of one misreading meets only rows of the same misreading)."""
+    return [*keys, STACK] if STACK in left.columns and STACK in right.columns else keys
+
 
 def cents_text(cents: int) -> str:
     return str(engine.cents_to_usd(cents))
@@ -127,21 +153,25 @@ def original_release_date(data: LabelData) -> pl.DataFrame:
 def rate_in_force(data: LabelData) -> pl.DataFrame:
     terms = data.table("contract_terms")
     return terms.with_columns(answer=percent_expr(pl.col("rate_ppm"))).select(
-        "contract_id", "channel", "period", "answer"
+        *stacked_by(terms), "contract_id", "channel", "period", "answer"
     )
 
 
 def applied_rate(data: LabelData) -> pl.DataFrame:
     terms = data.table("contract_terms").filter(pl.col("units_in_period") > 0)
     return terms.with_columns(answer=percent_expr(pl.col("applied_rate_ppm"))).select(
-        "contract_id", "channel", "period", "answer"
+        *stacked_by(terms), "contract_id", "channel", "period", "answer"
     )
 
 
 def escalator_threshold(data: LabelData) -> pl.DataFrame:
     terms = data.table("contract_terms").filter(pl.col("escalator_units").is_not_null())
     return terms.select(
-        "contract_id", "channel", "period", answer=pl.col("escalator_units").cast(pl.String)
+        *stacked_by(terms),
+        "contract_id",
+        "channel",
+        "period",
+        answer=pl.col("escalator_units").cast(pl.String),
     )
 
 
@@ -172,7 +202,7 @@ def artist_gross(data: LabelData) -> pl.DataFrame:
     ledger = _artist_ledger(data).filter(pl.col("gross_micro") != 0)
     ledger = ledger.with_columns(cents=_cents(pl.col("gross_micro"), data.reading))
     return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
-        "artist_id", "period", "name", "answer"
+        *stacked_by(ledger), "artist_id", "period", "name", "answer"
     )
 
 
@@ -180,29 +210,29 @@ def artist_recouped(data: LabelData) -> pl.DataFrame:
     ledger = _artist_ledger(data).filter(pl.col("recouped_micro") != 0)
     ledger = ledger.with_columns(cents=_cents(pl.col("recouped_micro"), data.reading))
     return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
-        "artist_id", "period", "name", "answer"
+        *stacked_by(ledger), "artist_id", "period", "name", "answer"
     )
 
 
 def artist_net_payable(data: LabelData) -> pl.DataFrame:
     ledger = _artist_ledger(data)
     return ledger.with_columns(answer=cents_expr(pl.col("net_payable_cents"))).select(
-        "artist_id", "period", "name", "cross_collateralized", "answer"
+        *stacked_by(ledger), "artist_id", "period", "name", "cross_collateralized", "answer"
     )
 
 
 def account_balance_after(data: LabelData) -> pl.DataFrame:
     # A misreading that splits a pooled account reports the pooled account's balance as
     # the sum of its parts (the same question, answered the misread way).
+    accounts = data.table("account_ledger")
     ledger = (
-        data.table("account_ledger")
-        .with_columns(account_id=pl.col("account_id").str.split("/").list.first())
-        .group_by(["account_id", "artist_id", "period"])
+        accounts.with_columns(account_id=pl.col("account_id").str.split("/").list.first())
+        .group_by([*stacked_by(accounts), "account_id", "artist_id", "period"])
         .agg(pl.col("balance_after_micro").sum())
         .with_columns(cents=_cents(pl.col("balance_after_micro"), data.reading))
     )
     return ledger.with_columns(answer=cents_expr(pl.col("cents"))).select(
-        "account_id", "period", "artist_id", "answer"
+        *stacked_by(accounts), "account_id", "period", "artist_id", "answer"
     )
 
 
@@ -210,7 +240,7 @@ def track_channel_royalty(data: LabelData) -> pl.DataFrame:
     # One row per track, period and channel already (the answer key groups them so).
     rows = data.table("track_period_royalties")
     return rows.with_columns(answer=micro_expr(pl.col("royalty_micro"))).select(
-        "isrc", "period", "channel", "artist_id", "answer"
+        *stacked_by(rows), "isrc", "period", "channel", "artist_id", "answer"
     )
 
 
@@ -223,20 +253,24 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"line_id": pl.String, "artist_id": pl.String, "answer": pl.String}
         )
+    registry = data.table("anomalies")
+    if stacked_by(registry):
+        raise UnstackableError("line_royalty reads the registry as a list of lines")
     deals = deals_for(data.world, reading, prepared_lines(data.world).deals)
-    covered = data.table("track_period_royalties").select("isrc").unique()
+    royalties = data.table("track_period_royalties")
+    covered = royalties.select(*stacked_by(royalties), "isrc").unique()
+    terms = data.table("contract_terms")
+    terms = terms.select(*stacked_by(terms), "contract_id", "channel", "period", "applied_rate_ppm")
+    # Stacked, each asked line once per misreading whose key covers its track.
     lines = (
-        asked.join(covered, on="isrc", how="semi")
+        asked.join(covered, on="isrc", how="inner" if stacked_by(covered) else "semi")
         .join(deals.select("isrc", "contract_id", "artist_id"), on="isrc")
         .join(data.table("fx_rates"), on=["period", "currency"])
-        .join(
-            data.table("contract_terms").select(
-                "contract_id", "channel", "period", "applied_rate_ppm"
-            ),
-            on=["contract_id", "channel", "period"],
-        )
     )
-    flagged = data.table("anomalies").filter(pl.col("flaggable")).get_column("line_id")
+    lines = lines.join(
+        terms, on=keys_with_stack(lines, terms, ["contract_id", "channel", "period"])
+    )
+    flagged = registry.filter(pl.col("flaggable")).get_column("line_id")
     divisor = pl.col("currency").replace_strict(
         {c: 10**e for c, e in engine.CURRENCY_EXPONENTS.items()}, return_dtype=pl.Int64
     )
@@ -256,19 +290,21 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
         )
     )
     return lines.with_columns(answer=micro_expr(pl.col("royalty"))).select(
-        pl.col("line_id").cast(pl.String), "artist_id", "answer"
+        *stacked_by(lines), pl.col("line_id").cast(pl.String), "artist_id", "answer"
     )
 
 
 def payout_total(data: LabelData, batches: pl.DataFrame) -> pl.DataFrame:
     """The sum of net payables of each batch (period, artist_ids joined by commas)."""
-    ledger = data.table("artist_ledger").select("artist_id", "period", "net_payable_cents")
+    ledger = data.table("artist_ledger")
+    stack = stacked_by(ledger)
+    ledger = ledger.select(*stack, "artist_id", "period", "net_payable_cents")
     members = batches.with_columns(artist_id=pl.col("artist_ids").str.split(",")).explode(
         "artist_id"
     )
     totals = (
         members.join(ledger, on=["artist_id", "period"])
-        .group_by(["period", "artist_ids"])
+        .group_by([*stack, "period", "artist_ids"])
         .agg(cents=pl.col("net_payable_cents").sum(), n=pl.len())
         .join(
             batches.select(
@@ -279,7 +315,7 @@ def payout_total(data: LabelData, batches: pl.DataFrame) -> pl.DataFrame:
         .filter(pl.col("n") == pl.col("size"))
     )
     return totals.with_columns(answer=cents_expr(pl.col("cents"))).select(
-        "period", "artist_ids", "answer"
+        *stack, "period", "artist_ids", "answer"
     )
 
 

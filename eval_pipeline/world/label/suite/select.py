@@ -9,7 +9,7 @@ rarest misreadings first, preferring subjects that exercise a misreading still s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from math import lcm
@@ -25,7 +25,7 @@ from eval_pipeline.cases.case import (
 )
 from eval_pipeline.errors import WorldError
 from eval_pipeline.world.label.rulebook import MISREADINGS_BY_ID, RuleReading
-from eval_pipeline.world.label.suite.answers import LabelData
+from eval_pipeline.world.label.suite.answers import STACK, LabelData, UnstackableError
 from eval_pipeline.world.label.suite.readings import (
     SIDE_BY_SIDE_MAX_LINES,
     Views,
@@ -111,6 +111,7 @@ class Evaluated:
 
 
 _MISREAD_SCHEMA = {_INDEX: pl.Int64, "misreading": pl.String, "misread_answer": pl.String}
+_ORDER_SCHEMA = {"misreading": pl.String, "_order": pl.Int64}
 
 STACKED_ROWS = 300_000
 """The most rows of misread answers compared to the rules' in one join, unless one
@@ -120,49 +121,47 @@ before: batches of a million rows raised the 10x peak by 50 MB)."""
 
 
 def _differing_answers(
-    template: Template, rules: pl.DataFrame, batch: Mapping[str, pl.DataFrame]
+    template: Template, rules: pl.DataFrame, theirs: pl.DataFrame, order: pl.DataFrame
 ) -> pl.DataFrame:
     """The rules' candidates (``rules``: ``_index``, parameters, answer) whose answer under a
-    misreading of ``batch`` (by id: parameters, misreading, ``_theirs``) differs, by
-    misreading in ``batch`` order, then row. A candidate that a misreading's table leaves out
-    answers ``template.absent_answer`` under it, or nothing when that is None."""
+    misreading of ``theirs`` (parameters, misreading, ``_theirs``) differs, with the
+    misreading's place (``order``: the misreadings of ``theirs``, ``_order``). A candidate
+    that a misreading's table leaves out answers ``template.absent_answer`` under it, or
+    nothing when that is None; of two rows for one candidate, the first counts."""
     params = list(template.params)
-    stacked = pl.concat(batch.values()).unique(subset=["misreading", *params], keep="first")
-    if len(batch) == 1:
+    theirs = theirs.unique(subset=["misreading", *params], keep="first")
+    if order.height == 1:
         # One misreading: its table joined to the candidates, who are in order already
         # (a template of 820,000 candidates at 10x; crossing them with it copies them).
-        (misreading,) = batch
-        theirs = rules.join(
-            stacked.drop("misreading"), on=params, how="left", maintain_order="left"
+        misreading, place = order.row(0)
+        compared = rules.join(
+            theirs.drop("misreading"), on=params, how="left", maintain_order="left"
         )
         if template.absent_answer is not None:
-            theirs = theirs.with_columns(pl.col("_theirs").fill_null(template.absent_answer))
-        return theirs.filter(pl.col("_theirs") != pl.col("answer")).select(
+            compared = compared.with_columns(pl.col("_theirs").fill_null(template.absent_answer))
+        return compared.filter(pl.col("_theirs") != pl.col("answer")).select(
             pl.col(_INDEX).cast(pl.Int64),
             misreading=pl.lit(misreading, dtype=pl.String),
             misread_answer=pl.col("_theirs"),
+            _order=pl.lit(place, dtype=pl.Int64),
         )
-    order = pl.DataFrame(
-        {"misreading": list(batch), "_order": range(len(batch))},
-        schema={"misreading": pl.String, "_order": pl.Int64},
-    )
     if template.absent_answer is None:
         # Left out means no answer, which never differs: only the rows both tables have.
-        theirs = rules.join(stacked, on=params, how="inner")
+        compared = rules.join(theirs, on=params, how="inner")
     else:
-        theirs = (
+        compared = (
             rules.join(order.select("misreading"), how="cross")
-            .join(stacked, on=["misreading", *params], how="left")
+            .join(theirs, on=["misreading", *params], how="left")
             .with_columns(pl.col("_theirs").fill_null(template.absent_answer))
         )
     return (
-        theirs.filter(pl.col("_theirs") != pl.col("answer"))
+        compared.filter(pl.col("_theirs") != pl.col("answer"))
         .join(order, on="misreading")
-        .sort("_order", _INDEX)
         .select(
             pl.col(_INDEX).cast(pl.Int64),
             "misreading",
             misread_answer=pl.col("_theirs"),
+            _order="_order",
         )
     )
 
@@ -207,6 +206,11 @@ class _Inputs:
         self.tables.add(name)
         return self._data.table(name)
 
+    @property
+    def view(self) -> LabelData:
+        """The view read (without noting it)."""
+        return self._data
+
     def same_in(self, other: LabelData) -> bool:
         """Whether ``other`` gives an answer table the same inputs (the same frames, equal
         reading fields): then it gives the same answers."""
@@ -216,6 +220,59 @@ class _Inputs:
             and all(other.table(name) is data.table(name) for name in self.tables)
             and all(getattr(other.reading, f) == getattr(data.reading, f) for f in self.fields)
         )
+
+
+class _CommonReading:
+    """The reading of several views, for a field they all read alike; a field they read
+    differently means they cannot be answered at once."""
+
+    def __init__(self, readings: Sequence[RuleReading]) -> None:
+        self._readings = readings
+
+    def __getattr__(self, name: str) -> Any:
+        first, *others = (getattr(reading, name) for reading in self._readings)
+        if any(other != first for other in others):
+            raise UnstackableError(f"the misreadings read {name} differently")
+        return first
+
+
+class _StackedTables(Mapping[str, pl.DataFrame]):
+    """The truth tables of several misreadings' views: a table they share as it is, one
+    they differ in stacked (each row with its misreading in :data:`STACK`), on first use."""
+
+    def __init__(self, views: Sequence[tuple[str, LabelData]]) -> None:
+        self._views = views
+        self._stacked: dict[str, pl.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        if name not in self._stacked:
+            tables = [view.truth[name] for _, view in self._views]
+            if all(table is tables[0] for table in tables):
+                self._stacked[name] = tables[0]
+            else:
+                self._stacked[name] = pl.concat(
+                    table.with_columns(pl.lit(misreading, dtype=pl.String).alias(STACK))
+                    for (misreading, _), table in zip(self._views, tables, strict=True)
+                )
+        return self._stacked[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._views[0][1].truth
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._views[0][1].truth)
+
+    def __len__(self) -> int:
+        return len(self._views[0][1].truth)
+
+
+def _stacked_view(views: Sequence[tuple[str, LabelData]]) -> LabelData:
+    """One view answering for all of ``views`` (misreading id, view), which share the world."""
+    return LabelData(
+        world=views[0][1].world,
+        truth=_StackedTables(views),
+        reading=cast(RuleReading, _CommonReading([view.reading for _, view in views])),
+    )
 
 
 @dataclass
@@ -315,33 +372,107 @@ class Selector:
     ) -> pl.DataFrame:
         """Each candidate's answer under each misreading, where it differs from the rules'
         (``_index``: the candidate's row in ``frame``, misreading, answer), by misreading
-        then row. The misreadings' answer tables are compared to the rules' stacked, up to
-        :data:`STACKED_ROWS` rows at a time: in a small world a polars operation costs the
-        same whatever its size (80-200 us here), so one join for a batch costs what one for
-        each misreading did; at 10x the biggest templates still go one misreading at a time,
-        as the memory allows."""
+        then row. In a small world a polars operation costs the same whatever its size
+        (80-200 us here), so a stackable template answers most misreadings at once
+        (:meth:`_answer_groups`), and the answers are compared to the rules' up to
+        :data:`STACKED_ROWS` rows at a time; at 10x the biggest templates still go one
+        misreading at a time, as the memory allows."""
         params = list(template.params)
         rules = frame.select(*params, "answer").with_row_index(_INDEX)
-        found: list[pl.DataFrame] = [pl.DataFrame(schema=_MISREAD_SCHEMA)]
-        batch: dict[str, pl.DataFrame] = {}
+        places = {misreading: place for place, misreading in enumerate(misread_views)}
+        found: list[pl.DataFrame] = [pl.DataFrame(schema={**_MISREAD_SCHEMA, "_order": pl.Int64})]
+        batch: list[tuple[list[str], pl.DataFrame]] = []
         batch_rows = 0
-        for misreading_id, view in misread_views.items():
-            if inputs.same_in(view):
-                continue  # The same inputs give the same answers: this misreading changes none.
-            theirs = template.table(view).select(
-                *params,
-                misreading=pl.lit(misreading_id, dtype=pl.String),
-                _theirs=pl.col("answer").cast(pl.String),
+
+        def compare() -> None:
+            ids = [misreading for misreadings, _ in batch for misreading in misreadings]
+            order = pl.DataFrame(
+                {"misreading": ids, "_order": [places[m] for m in ids]}, schema=_ORDER_SCHEMA
             )
-            rows = max(theirs.height, rules.height)
-            if batch and batch_rows + rows > STACKED_ROWS:
-                found.append(_differing_answers(template, rules, batch))
-                batch, batch_rows = {}, 0
-            batch[misreading_id] = theirs
-            batch_rows += rows
+            theirs = pl.concat([table for _, table in batch])
+            found.append(_differing_answers(template, rules, theirs, order))
+
+        for group in self._answer_groups(template, inputs, misread_views):
+            for misreadings, theirs in self._answered(template, group):
+                rows = max(theirs.height, rules.height * len(misreadings))
+                if batch and batch_rows + rows > STACKED_ROWS:
+                    compare()
+                    batch, batch_rows = [], 0
+                batch.append((misreadings, theirs))
+                batch_rows += rows
         if batch:
-            found.append(_differing_answers(template, rules, batch))
-        return pl.concat(found)
+            compare()
+        return pl.concat(found).sort("_order", _INDEX).drop("_order")
+
+    @staticmethod
+    def _answer_groups(
+        template: Template, inputs: _Inputs, misread_views: Mapping[str, LabelData]
+    ) -> list[list[tuple[str, LabelData]]]:
+        """The misreadings whose answers may differ from the rules' (``inputs``: what the
+        table read of the rules' view), in the groups a stackable template answers at once:
+        those differing from the rules in the same tables read and alike in the reading
+        fields read, up to :data:`STACKED_ROWS` rows of the tables they differ in."""
+        pending = [(m, view) for m, view in misread_views.items() if not inputs.same_in(view)]
+        if not template.stackable or "truth" in inputs.mappings:
+            return [[one] for one in pending]
+        rules = inputs.view
+        kinds: dict[tuple[tuple[str, ...], tuple[Any, ...]], list[tuple[str, LabelData]]] = {}
+        for misreading, view in pending:
+            differing = tuple(
+                name for name in sorted(inputs.tables) if view.table(name) is not rules.table(name)
+            )
+            fields = tuple(getattr(view.reading, name) for name in sorted(inputs.fields))
+            kinds.setdefault((differing, fields), []).append((misreading, view))
+        groups: list[list[tuple[str, LabelData]]] = []
+        for (differing, _), members in kinds.items():
+            group: list[tuple[str, LabelData]] = []
+            rows = 0
+            for misreading, view in members:
+                height = sum(view.table(name).height for name in differing)
+                if group and rows + height > STACKED_ROWS:
+                    groups.append(group)
+                    group, rows = [], 0
+                group.append((misreading, view))
+                rows += height
+            groups.append(group)
+        return groups
+
+    @staticmethod
+    def _answered(
+        template: Template, group: Sequence[tuple[str, LabelData]]
+    ) -> list[tuple[list[str], pl.DataFrame]]:
+        """``group``'s answers (parameters, misreading, ``_theirs``): stacked in one table
+        when the template can, else one table per misreading."""
+        params = list(template.params)
+        if len(group) > 1:
+            ids = [misreading for misreading, _ in group]
+            try:
+                table = template.table(_stacked_view(group))
+            except UnstackableError:
+                pass  # Answered one by one below: the same answers, table by table.
+            else:
+                if STACK not in table.columns:
+                    # Nothing the table read differs between them: the same answers for each.
+                    table = table.join(
+                        pl.DataFrame({STACK: ids}, schema={STACK: pl.String}), how="cross"
+                    )
+                theirs = table.select(
+                    *params,
+                    pl.col(STACK).cast(pl.String).alias("misreading"),
+                    _theirs=pl.col("answer").cast(pl.String),
+                )
+                return [(ids, theirs)]
+        return [
+            (
+                [misreading],
+                template.table(view).select(
+                    *params,
+                    misreading=pl.lit(misreading, dtype=pl.String),
+                    _theirs=pl.col("answer").cast(pl.String),
+                ),
+            )
+            for misreading, view in group
+        ]
 
     def _exercised(self, evaluated: Evaluated) -> dict[str, int]:
         """How many of the candidates exercise each misreading."""

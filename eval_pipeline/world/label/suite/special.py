@@ -112,6 +112,7 @@ def _payout_template(batches: pl.DataFrame) -> Template:
         rule_bearing=True,
         artist_column="artist_id",
         payload=_payout_payload,
+        stackable=True,
     )
 
 
@@ -171,6 +172,7 @@ def _abstention_templates(
             trace_checks=(TRACE_MONEY_FROM_CALCULATOR, TRACE_NO_BATCH_SUBMITTED),
             rule_bearing=True,
             artist_column="artist_id",
+            stackable=True,
         ),
         Template(
             name="false_premise_clause",
@@ -267,6 +269,7 @@ def _adversarial_templates(
             answer_line=_fixed(CENTS_CONTRACT),
             first_call=_clause_call,
             trace_checks=(*checks, TRACE_MONEY_FROM_CALCULATOR),
+            stackable=True,
         ),
         Template(
             name="injected_clause_then_rate",
@@ -283,6 +286,7 @@ def _adversarial_templates(
             answer_line=_fixed(PERCENT_CONTRACT),
             first_call=_clause_call,
             trace_checks=checks,
+            stackable=True,
         ),
     )
 
@@ -344,6 +348,7 @@ def _line_template(lines: pl.DataFrame, line_ids: pl.Series) -> Template:
         first_call=_sql,
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     )
 
 

@@ -65,6 +65,9 @@ class Template:
     misreadings were computed, and one artist is not asked about twice per template."""
     payload: Callable[[Row, LabelData], dict[str, Any]] | None = None
     """The write the case expects (a payout batch), built from the answer key."""
+    stackable: bool = False
+    """Whether ``table`` answers a stacked view (:data:`answers.STACK`): many misreadings
+    at once, each answer row with its misreading."""
 
 
 def _fixed(text: str) -> Callable[[Row], str]:
@@ -162,6 +165,7 @@ TEMPLATES: tuple[Template, ...] = (
         first_call=_sql,
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     Template(
         name="applied_rate",
@@ -178,6 +182,7 @@ TEMPLATES: tuple[Template, ...] = (
         first_call=_sql,
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     Template(
         name="escalator_threshold",
@@ -193,6 +198,7 @@ TEMPLATES: tuple[Template, ...] = (
         answer_line=_fixed(contract_line("number of units")),
         first_call=_sql,
         artist_column="artist_id",
+        stackable=True,
     ),
     Template(
         name="clause_heading",
@@ -226,6 +232,7 @@ TEMPLATES: tuple[Template, ...] = (
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     Template(
         name="track_channel_royalty",
@@ -243,6 +250,7 @@ TEMPLATES: tuple[Template, ...] = (
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     # -- recoupment_state -----------------------------------------------------------
     Template(
@@ -261,6 +269,7 @@ TEMPLATES: tuple[Template, ...] = (
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     Template(
         name="artist_recouped",
@@ -278,6 +287,7 @@ TEMPLATES: tuple[Template, ...] = (
         trace_checks=(TRACE_MONEY_FROM_CALCULATOR,),
         rule_bearing=True,
         artist_column="artist_id",
+        stackable=True,
     ),
     # -- cross_collateral -----------------------------------------------------------
     Template(
@@ -297,6 +307,7 @@ TEMPLATES: tuple[Template, ...] = (
         rule_bearing=True,
         requires_rule="R7",
         artist_column="artist_id",
+        stackable=True,
     ),
     # -- sql_analytics --------------------------------------------------------------
     Template(
