@@ -226,7 +226,7 @@ def test_a_stackable_template_answers_each_misreading_stacked_as_its_own_view_do
     views = build_views(label_world.tables, label_key.tables, stream.child("pool"))
     templates = suite_templates(label_world.tables, label_key.tables, views.pool, stream)
     stackable = [t for t in templates if t.stackable]
-    assert len(stackable) == 13
+    assert len(stackable) == 16
     for template in stackable:
         params = list(template.params)
         inputs = select._Inputs(views.rules_part if template.artist_column else views.rules)

@@ -30,6 +30,9 @@ class LabelData:
     world: Mapping[str, pl.DataFrame]
     truth: Mapping[str, pl.DataFrame]
     reading: RuleReading = RULES
+    stacked: tuple[str, ...] = ()
+    """The misreadings a stacked view answers for, in order (:data:`STACK`); none for a
+    view of one reading."""
 
     def table(self, name: str) -> pl.DataFrame:
         if name in self.world:
@@ -254,8 +257,6 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
             schema={"line_id": pl.String, "artist_id": pl.String, "answer": pl.String}
         )
     registry = data.table("anomalies")
-    if stacked_by(registry):
-        raise UnstackableError("line_royalty reads the registry as a list of lines")
     deals = deals_for(data.world, reading, prepared_lines(data.world).deals)
     royalties = data.table("track_period_royalties")
     covered = royalties.select(*stacked_by(royalties), "isrc").unique()
@@ -270,7 +271,17 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
     lines = lines.join(
         terms, on=keys_with_stack(lines, terms, ["contract_id", "channel", "period"])
     )
-    flagged = registry.filter(pl.col("flaggable")).get_column("line_id")
+    flagged = registry.filter(pl.col("flaggable"))
+    if stacked_by(flagged):
+        if not stacked_by(lines):
+            # Misreadings that differ only in what they flag: each line once per misreading.
+            lines = lines.join(pl.DataFrame({STACK: data.stacked}), how="cross")
+        # A registry files a line once.
+        marks = flagged.select(STACK, "line_id", _flagged=pl.lit(True))
+        lines = lines.join(marks, on=[STACK, "line_id"], how="left")
+        is_flagged = pl.col("_flagged").fill_null(False)
+    else:
+        is_flagged = pl.col("line_id").is_in(flagged.get_column("line_id").implode())
     divisor = pl.col("currency").replace_strict(
         {c: 10**e for c, e in engine.CURRENCY_EXPONENTS.items()}, return_dtype=pl.Int64
     )
@@ -279,9 +290,7 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
             pl.col("amount_minor") * pl.col("usd_per_unit_micro"), divisor, reading.rounding
         )
     ).with_columns(
-        royalty=pl.when(
-            pl.col("line_id").is_in(flagged.implode()) & pl.lit(not reading.flagged_lines_earn)
-        )
+        royalty=pl.when(is_flagged & pl.lit(not reading.flagged_lines_earn))
         .then(0)
         .otherwise(
             engine.div_round(
@@ -369,19 +378,25 @@ def statement_clean_total(data: LabelData) -> pl.DataFrame:
     """The amounts of a statement's lines that are not flagged, in the statement currency:
     the statement's total as delivered less its flagged lines (found among the lines'
     integer codes, :func:`truth.prepared_lines`)."""
-    flagged = data.table("anomalies").filter(pl.col("flaggable")).get_column("line_id")
+    flagged = data.table("anomalies").filter(pl.col("flaggable"))
+    stack = stacked_by(flagged)
     prepared = prepared_lines(data.world)
+    coded = prepared.coded.frame.select("line_id", "statement_index", "amount_minor")
+    statements = data.table("statements")
+    if stack:
+        # Each misreading's flagged lines; every statement once per misreading.
+        coded = coded.join(flagged.select(STACK, "line_id"), on="line_id")  # a line once each
+        statements = statements.join(pl.DataFrame({STACK: data.stacked}), how="cross")
+    else:
+        coded = coded.filter(pl.col("line_id").is_in(flagged.get_column("line_id").implode()))
     removed = (
-        prepared.coded.frame.filter(pl.col("line_id").is_in(flagged.implode()))
-        .group_by("statement_index")
+        coded.group_by(*stack, "statement_index")
         .agg(removed=pl.col("amount_minor").sum())
         .with_columns(statement_id=pl.lit(prepared.statement_ids).gather(pl.col("statement_index")))
-        .select("statement_id", "removed")
+        .select(*stack, "statement_id", "removed")
     )
-    sums = (
-        data.table("statements")
-        .join(removed, on="statement_id", how="left")
-        .with_columns(amount=pl.col("total_amount_minor") - pl.col("removed").fill_null(0))
+    sums = statements.join(removed, on=[*stack, "statement_id"], how="left").with_columns(
+        amount=pl.col("total_amount_minor") - pl.col("removed").fill_null(0)
     )
     places = pl.col("currency").replace_strict(
         dict(engine.CURRENCY_EXPONENTS), return_dtype=pl.Int64
@@ -390,7 +405,7 @@ def statement_clean_total(data: LabelData) -> pl.DataFrame:
         answer=pl.when(places == 0)
         .then(fixed_point_text(pl.col("amount"), 0))
         .otherwise(fixed_point_text(pl.col("amount"), 2))
-    ).select("statement_id", "currency", "answer")
+    ).select(*stack, "statement_id", "currency", "answer")
 
 
 def statement_flagged_lines(data: LabelData) -> pl.DataFrame:
@@ -411,6 +426,7 @@ def line_should_be_flagged(data: LabelData) -> pl.DataFrame:
     """YES/NO for every line the registry lists (flagged or borderline), plus others."""
     registry = data.table("anomalies")
     return registry.select(
+        *stacked_by(registry),
         pl.col("line_id").cast(pl.String),
         "statement_id",
         answer=pl.when(pl.col("flaggable")).then(pl.lit("YES")).otherwise(pl.lit("NO")),
@@ -418,9 +434,14 @@ def line_should_be_flagged(data: LabelData) -> pl.DataFrame:
 
 
 def anomaly_kind_count(data: LabelData) -> pl.DataFrame:
-    counts = data.table("anomalies").filter(pl.col("flaggable")).group_by("kind").agg(n=pl.len())
-    kinds = pl.DataFrame({"kind": list(FLAG_KINDS)}).join(counts, on="kind", how="left")
-    return kinds.select("kind", answer=pl.col("n").fill_null(0).cast(pl.String))
+    flagged = data.table("anomalies").filter(pl.col("flaggable"))
+    stack = stacked_by(flagged)
+    counts = flagged.group_by(*stack, "kind").agg(n=pl.len())
+    kinds = pl.DataFrame({"kind": list(FLAG_KINDS)})
+    if stack:
+        kinds = pl.DataFrame({STACK: data.stacked}).join(kinds, how="cross")
+    kinds = kinds.join(counts, on=[*stack, "kind"], how="left")
+    return kinds.select(*stack, "kind", answer=pl.col("n").fill_null(0).cast(pl.String))
 
 
 # -- clauses ---------------------------------------------------------------------------

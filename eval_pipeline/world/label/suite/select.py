@@ -272,6 +272,7 @@ def _stacked_view(views: Sequence[tuple[str, LabelData]]) -> LabelData:
         world=views[0][1].world,
         truth=_StackedTables(views),
         reading=cast(RuleReading, _CommonReading([view.reading for _, view in views])),
+        stacked=tuple(misreading for misreading, _ in views),
     )
 
 

@@ -340,6 +340,7 @@ TEMPLATES: tuple[Template, ...] = (
         answer_line=lambda r: contract_line(f"amount in {r['currency']}"),
         first_call=_sql,
         rule_bearing=True,
+        stackable=True,
     ),
     # -- reconciliation -------------------------------------------------------------
     Template(
@@ -372,6 +373,7 @@ TEMPLATES: tuple[Template, ...] = (
         first_call=_sql,
         rule_bearing=True,
         absent_answer="NO",
+        stackable=True,
     ),
     Template(
         name="anomaly_kind_count",
@@ -387,5 +389,6 @@ TEMPLATES: tuple[Template, ...] = (
         answer_line=_fixed(contract_line("number of lines")),
         first_call=_sql,
         rule_bearing=True,
+        stackable=True,
     ),
 )
