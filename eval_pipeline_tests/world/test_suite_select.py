@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.world.base import AnswerKey, GeneratedWorld
-from eval_pipeline.world.label.rulebook import RULES
+from eval_pipeline.world.label.rulebook import RULES, RuleReading
 from eval_pipeline.world.label.suite import SUBJECT_STREAM, select, suite_templates
 from eval_pipeline.world.label.suite.answers import LabelData
 from eval_pipeline.world.label.suite.readings import Views, build_views
@@ -250,6 +250,41 @@ def test_a_stacked_group_holds_no_more_answers_than_the_stacked_rows(
     found = selector({})._misread_answers(template, inputs, frame, views)
     assert sizes == [2, 1]  # four answers each: two fit in eight rows
     assert found.rows() == [(0, "m0", "B"), (0, "m1", "C"), (0, "m2", "D")]
+
+
+def test_misreadings_that_read_a_field_differently_are_answered_one_by_one() -> None:
+    """Misreadings are grouped by the reading fields the rules' answers read; one a group
+    reads only on a branch the rules do not take, and reads differently, cannot be answered
+    stacked: the group is answered view by view, with each view's own answers."""
+    schema = {"subject": pl.Int64, "answer": pl.String}
+    frame = pl.DataFrame({"subject": [1, 2], "answer": ["A", "A"]}, schema=schema)
+
+    def table(data: LabelData) -> pl.DataFrame:
+        answers = data.table("answers")
+        if data.reading.flagged_lines_earn:
+            return answers.with_columns(answer=pl.lit(data.reading.rounding))
+        return answers
+
+    def view(reading: RuleReading) -> LabelData:
+        own = pl.DataFrame({"subject": [1, 2], "answer": ["A", "A"]}, schema=schema)
+        return LabelData(world={}, truth={"answers": own}, reading=reading)
+
+    template = replace(TEMPLATES[0], table=table, params=("subject",), stackable=True)
+    inputs = select._Inputs(LabelData(world={}, truth={"answers": frame}, reading=RULES))
+    template.table(cast(LabelData, inputs))
+    views = {
+        "up": view(replace(RULES, flagged_lines_earn=True, rounding="half_up")),
+        "even": view(replace(RULES, flagged_lines_earn=True)),
+    }
+    (group,) = Selector._answer_groups(template, inputs, views, frame.height)
+    assert [m for m, _ in group] == ["up", "even"]
+    found = selector({})._misread_answers(template, inputs, frame, views)
+    assert found.rows() == [
+        (0, "up", "half_up"),
+        (1, "up", "half_up"),
+        (0, "even", "half_even"),
+        (1, "even", "half_even"),
+    ]
 
 
 def test_a_stackable_template_answers_each_misreading_stacked_as_its_own_view_does(
