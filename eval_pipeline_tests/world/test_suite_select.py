@@ -252,6 +252,21 @@ def test_a_stacked_group_holds_no_more_answers_than_the_stacked_rows(
     assert found.rows() == [(0, "m0", "B"), (0, "m1", "C"), (0, "m2", "D")]
 
 
+def test_tables_stacked_from_views_that_hold_other_columns_keep_those_all_hold() -> None:
+    """A misreading's own registry keeps only the columns the answer tables read, where
+    another view holds the whole registry: stacked, they keep the columns both hold (a
+    concat of the two refused their shapes)."""
+    whole = pl.DataFrame({"subject": [1], "answer": ["B"], "note": ["whole registry"]})
+    trimmed = pl.DataFrame({"subject": [1], "answer": ["C"]})
+    views = [
+        ("whole", LabelData(world={}, truth={"answers": whole})),
+        ("trimmed", LabelData(world={}, truth={"answers": trimmed})),
+    ]
+    stacked = select._stacked_view(views).table("answers")
+    assert stacked.columns == ["subject", "answer", "misreading"]
+    assert stacked.rows() == [(1, "B", "whole"), (1, "C", "trimmed")]
+
+
 def test_misreadings_that_read_a_field_differently_are_answered_one_by_one() -> None:
     """Misreadings are grouped by the reading fields the rules' answers read; one a group
     reads only on a branch the rules do not take, and reads differently, cannot be answered

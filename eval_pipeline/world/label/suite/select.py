@@ -255,8 +255,11 @@ class _StackedTables(Mapping[str, pl.DataFrame]):
             if all(table is tables[0] for table in tables):
                 self._stacked[name] = tables[0]
             else:
+                # The columns all of them hold (a misreading's own registry keeps only what
+                # the answer tables read of one, see `readings.py`).
+                common = [c for c in tables[0].columns if all(c in t.columns for t in tables)]
                 self._stacked[name] = pl.concat(
-                    table.with_columns(pl.lit(misreading, dtype=pl.String).alias(STACK))
+                    table.select(*common, pl.lit(misreading, dtype=pl.String).alias(STACK))
                     for (misreading, _), table in zip(self._views, tables, strict=True)
                 )
         return self._stacked[name]
