@@ -34,6 +34,12 @@ class LabelData:
     """The misreadings a stacked view answers for, in order (:data:`STACK`); none for a
     view of one reading."""
 
+    def each_misreading(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame``'s rows once per misreading of this stacked view, each with its
+        :data:`STACK` (for rows every misreading shares)."""
+        ids = pl.DataFrame({STACK: list(self.stacked)}, schema={STACK: pl.String})
+        return frame.join(ids, how="cross")
+
     def table(self, name: str) -> pl.DataFrame:
         if name in self.world:
             return self.world[name]
@@ -275,7 +281,7 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
     if stacked_by(flagged):
         if not stacked_by(lines):
             # Misreadings that differ only in what they flag: each line once per misreading.
-            lines = lines.join(pl.DataFrame({STACK: data.stacked}), how="cross")
+            lines = data.each_misreading(lines)
         # A registry files a line once.
         marks = flagged.select(STACK, "line_id", _flagged=pl.lit(True))
         lines = lines.join(marks, on=[STACK, "line_id"], how="left")
@@ -386,7 +392,7 @@ def statement_clean_total(data: LabelData) -> pl.DataFrame:
     if stack:
         # Each misreading's flagged lines; every statement once per misreading.
         coded = coded.join(flagged.select(STACK, "line_id"), on="line_id")  # a line once each
-        statements = statements.join(pl.DataFrame({STACK: data.stacked}), how="cross")
+        statements = data.each_misreading(statements)
     else:
         coded = coded.filter(pl.col("line_id").is_in(flagged.get_column("line_id").implode()))
     removed = (
@@ -439,7 +445,7 @@ def anomaly_kind_count(data: LabelData) -> pl.DataFrame:
     counts = flagged.group_by(*stack, "kind").agg(n=pl.len())
     kinds = pl.DataFrame({"kind": list(FLAG_KINDS)})
     if stack:
-        kinds = pl.DataFrame({STACK: data.stacked}).join(kinds, how="cross")
+        kinds = data.each_misreading(kinds)
     kinds = kinds.join(counts, on=[*stack, "kind"], how="left")
     return kinds.select(*stack, "kind", answer=pl.col("n").fill_null(0).cast(pl.String))
 

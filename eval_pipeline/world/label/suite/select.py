@@ -459,23 +459,21 @@ class Selector:
         when the template can, else one table per misreading."""
         params = list(template.params)
         if len(group) > 1:
-            ids = [misreading for misreading, _ in group]
+            stacked = _stacked_view(group)
             try:
-                table = template.table(_stacked_view(group))
+                table = template.table(stacked)
             except UnstackableError:
                 pass  # Answered one by one below: the same answers, table by table.
             else:
                 if STACK not in table.columns:
                     # Nothing the table read differs between them: the same answers for each.
-                    table = table.join(
-                        pl.DataFrame({STACK: ids}, schema={STACK: pl.String}), how="cross"
-                    )
+                    table = stacked.each_misreading(table)
                 theirs = table.select(
                     *params,
                     pl.col(STACK).cast(pl.String).alias("misreading"),
                     _theirs=pl.col("answer").cast(pl.String),
                 )
-                return [(ids, theirs)]
+                return [(list(stacked.stacked), theirs)]
         return [
             (
                 [misreading],
