@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from eval_pipeline import warehouse
 from eval_pipeline.errors import LockedError, WarehouseError
 from eval_pipeline.warehouse import (
     ENUM_MIN_ROWS,
@@ -52,6 +53,44 @@ def test_large_text_columns_round_trip_and_query_as_text(tmp_path: Path) -> None
     ).fetchone()
     assert count == (
         frame.filter((pl.col("channel") == "sync") & pl.col("isrc").str.starts_with("00")).height,
+    )
+
+
+def test_a_text_column_is_an_enum_exactly_when_it_holds_few_enough_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Free text is refused on its first rows when they already hold more values than an
+    ENUM takes; a column whose first rows hold few but whose later rows hold many is text
+    too, and one at the limit is an ENUM."""
+    monkeypatch.setattr(warehouse, "ENUM_MIN_ROWS", 1_000)
+    monkeypatch.setattr(warehouse, "ENUM_MAX_VALUES", 100)
+    rows = 1_000
+    index = pl.int_range(0, rows, eager=True)
+    frame = pl.DataFrame(
+        {
+            "at_limit": (index % 100).cast(pl.String),
+            "over_limit": (index % 101).cast(pl.String),
+            "late": pl.Series([str(i % 10 if i < 400 else i) for i in range(rows)]),
+            "free": index.cast(pl.String),
+            "enum_free": index.cast(pl.String).cast(pl.Enum(index.cast(pl.String))),
+        }
+    )
+    conn = connect(tmp_path / "w.duckdb")
+    write_tables(conn, "world", {"lines": frame})
+    types = dict(
+        conn.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'lines'"
+        ).fetchall()
+    )
+    assert {column: kind.startswith("ENUM") for column, kind in types.items()} == {
+        "at_limit": True,
+        "over_limit": False,
+        "late": False,
+        "free": False,
+        "enum_free": False,
+    }
+    assert read_table(conn, "world", "lines").equals(
+        frame.with_columns(pl.col("enum_free").cast(pl.String))
     )
 
 
