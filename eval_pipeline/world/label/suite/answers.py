@@ -253,9 +253,26 @@ def track_channel_royalty(data: LabelData) -> pl.DataFrame:
     )
 
 
+ASKED_LINE_COLUMNS = ("line_id", "isrc", "period", "currency", "channel", "amount_minor")
+"""The columns of a statement line :func:`line_royalty` reads."""
+
+
+def asked_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """Statement lines (their text columns as text) as :func:`line_royalty` takes them: what
+    it reads, with what no reading changes worked out once (each line's id as text and its
+    currency's minor units) rather than once per misreading."""
+    return lines.select(
+        *ASKED_LINE_COLUMNS,
+        line_text=pl.col("line_id").cast(pl.String),
+        minor_per_unit=pl.col("currency").replace_strict(
+            {c: 10**e for c, e in engine.CURRENCY_EXPONENTS.items()}, return_dtype=pl.Int64
+        ),
+    )
+
+
 def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
-    """Rules 1-6 for the statement lines ``asked`` (rows of statement_lines, of tracks the
-    answer key covers)."""
+    """Rules 1-6 for the statement lines ``asked`` (:func:`asked_lines` of rows of
+    statement_lines, of tracks the answer key covers)."""
     reading = data.reading
     if reading.convert_summed_amounts:
         # Summing a month's amounts before converting says nothing about one line.
@@ -288,12 +305,11 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
         is_flagged = pl.col("_flagged").fill_null(False)
     else:
         is_flagged = pl.col("line_id").is_in(flagged.get_column("line_id").implode())
-    divisor = pl.col("currency").replace_strict(
-        {c: 10**e for c, e in engine.CURRENCY_EXPONENTS.items()}, return_dtype=pl.Int64
-    )
     lines = lines.with_columns(
         gross=engine.div_round(
-            pl.col("amount_minor") * pl.col("usd_per_unit_micro"), divisor, reading.rounding
+            pl.col("amount_minor") * pl.col("usd_per_unit_micro"),
+            pl.col("minor_per_unit"),
+            reading.rounding,
         )
     ).with_columns(
         royalty=pl.when(is_flagged & pl.lit(not reading.flagged_lines_earn))
@@ -304,8 +320,11 @@ def line_royalty(data: LabelData, asked: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    return lines.with_columns(answer=micro_expr(pl.col("royalty"))).select(
-        *stacked_by(lines), pl.col("line_id").cast(pl.String), "artist_id", "answer"
+    return lines.select(
+        *stacked_by(lines),
+        pl.col("line_text").alias("line_id"),
+        "artist_id",
+        answer=micro_expr(pl.col("royalty")),
     )
 
 

@@ -332,7 +332,7 @@ def _interesting_lines(
 
 
 def _line_template(lines: pl.DataFrame, line_ids: pl.Series) -> Template:
-    asked = as_text(lines.filter(pl.col("line_id").is_in(line_ids.implode())))
+    asked = answers.asked_lines(as_text(lines.filter(pl.col("line_id").is_in(line_ids.implode()))))
     return Template(
         name="line_royalty",
         category="royalty_math",
