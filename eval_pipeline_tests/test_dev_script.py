@@ -6,11 +6,13 @@ working (and writing). Now `./dev` execs the environment's entry point itself.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,3 +105,54 @@ def test_dev_syncs_only_when_the_lock_or_project_changed(tmp_path: Path) -> None
     assert syncs() == 2, "the lock changed: synced again"
     dev("--help")
     assert syncs() == 2
+
+
+def test_dev_compiles_the_packages_own_bytecode_and_again_once_a_module_changed(
+    tmp_path: Path,
+) -> None:
+    """`uv sync --compile-bytecode` leaves the editable project alone, and a machine with
+    PYTHONDONTWRITEBYTECODE=1 never writes it: every process compiled the package again."""
+    project = tmp_path / "project"
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    shutil.copytree(
+        paths.PROJECT_ROOT / "eval_pipeline",
+        project / "eval_pipeline",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in ("dev", "uv.lock", "pyproject.toml"):
+        shutil.copy2(paths.PROJECT_ROOT / name, project / name)
+    # A stand-in for uv whose environment's python is a real one (compileall runs in it).
+    (tools / "uv").write_text(FAKE_UV.replace('"$(type -P true)"', f'"{sys.executable}"'))
+    (tools / "uv").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def dev(*args: str) -> None:
+        done = subprocess.run(
+            [str(project / "dev"), *args], cwd=project, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+
+    def stale() -> list[str]:
+        """Modules without bytecode compiled from their current source (timestamp pycs:
+        the source's mtime and size in the header)."""
+        found = []
+        for source in sorted((project / "eval_pipeline").rglob("*.py")):
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            header = cached.read_bytes()[8:16] if cached.exists() else b""
+            status = source.stat()
+            expected = (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (
+                status.st_size & 0xFFFFFFFF
+            ).to_bytes(4, "little")
+            if header != expected:
+                found.append(str(source.relative_to(project)))
+        return found
+
+    dev("setup")
+    assert stale() == []
+    module = project / "eval_pipeline" / "paths.py"
+    module.write_text(module.read_text() + "\n# changed\n")
+    os.utime(module, (time.time() + 5, time.time() + 5))  # a later mtime whatever the clock
+    assert stale() == ["eval_pipeline/paths.py"]
+    dev("--help")
+    assert stale() == []
