@@ -136,11 +136,34 @@ def sharing_rows(base: pl.DataFrame, target: pl.DataFrame, key: str) -> pl.DataF
         return target
     if len(dropped) == 0 and added.height == 0 and base.equals(target):
         return base
+    shared = _spliced(base, key, dropped.to_list(), added)
+    if shared is None:
+        return target  # Every row of the base dropped and none added: nothing to share.
+    return shared if shared.equals(target) else target
+
+
+def spliced_rows(
+    base: pl.DataFrame, key: str, replaced: pl.Series, rows: pl.DataFrame
+) -> pl.DataFrame:
+    """``base`` (sorted by ``key``, unique in it) with the rows of the keys ``replaced``
+    taken out and ``rows`` (keys among them, sorted) put in their places: zero-copy slices
+    of ``base`` between them, as :func:`sharing_rows` makes, for a caller that knows which
+    rows changed without comparing every row."""
+    dropped = pl.arg_where(base.get_column(key).is_in(replaced.implode()), eager=True)
+    shared = _spliced(base, key, dropped.to_list(), rows)
+    return rows if shared is None else shared
+
+
+def _spliced(
+    base: pl.DataFrame, key: str, dropped: list[int], added: pl.DataFrame
+) -> pl.DataFrame | None:
+    """``base`` without the rows at positions ``dropped`` and with ``added`` inserted in key
+    order, made of slices of ``base``; None when nothing of ``base`` is left."""
     inserted_at = base.get_column(key).search_sorted(added.get_column(key), side="left")
     # (position in base, 0 = insert added row i before it | 1 = drop it, i)
     events = sorted(
         [(int(at), 0, i) for i, at in enumerate(inserted_at.to_list())]
-        + [(int(at), 1, i) for i, at in enumerate(dropped.to_list())]
+        + [(int(at), 1, i) for i, at in enumerate(dropped)]
     )
     pieces: list[pl.DataFrame] = []
     cursor = 0
@@ -155,6 +178,5 @@ def sharing_rows(base: pl.DataFrame, target: pl.DataFrame, key: str) -> pl.DataF
     if cursor < base.height:
         pieces.append(base.slice(cursor))
     if not pieces:
-        return target  # Every row of the base dropped and none added: nothing to share.
-    shared = pl.concat(pieces, rechunk=False)
-    return shared if shared.equals(target) else target
+        return None
+    return pl.concat(pieces, rechunk=False)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_pipeline.world.base import GeneratedWorld
 from eval_pipeline.world.label import reconcile
-from eval_pipeline.world.label.rulebook import MISREADINGS
+from eval_pipeline.world.label.rulebook import MISREADINGS, RuleReading
+from eval_pipeline.world.label.suite.readings import REGISTRY_COLUMNS_READ
+from eval_pipeline.world.memo import MAX_SHARED_PIECES
 
 
 def test_the_lines_of_one_world_are_scanned_once(
@@ -74,3 +79,133 @@ def test_the_repeated_lines_are_grouped_once_per_world_not_once_per_reading(
     assert len(groupings) == 2 and all(r.height for r in registries)
     # Both kinds are present in this world, so the groups are exercised, not empty.
     assert evidence.duplicates.height and evidence.twins.height
+
+
+# -- a reading's registry made beside the rules' -------------------------------------------
+
+_LINES = st.integers(1, 40)
+"""Few line ids, so one line falls under several kinds (filing it once is what can move)."""
+
+
+def _unique_lines(draw: st.DrawFn) -> list[int]:
+    return sorted(draw(st.sets(_LINES, max_size=25)))
+
+
+@st.composite
+def _evidence(draw: st.DrawFn) -> reconcile.LineEvidence:
+    """Evidence with any overlap between the kinds: duplicates and twins with their
+    groups' lines, and single lines of any units, amounts, currencies and dates."""
+    duplicates = _unique_lines(draw)
+    twins = _unique_lines(draw)
+    singles = _unique_lines(draw)
+    statement = st.sampled_from(["STM-1", "STM-2"])
+    member = st.sampled_from(duplicates + twins + singles or [1])
+    day = st.dates(date(2024, 12, 1), date(2026, 2, 1))
+    return reconcile.LineEvidence(
+        duplicates=pl.DataFrame(
+            {
+                "line_id": duplicates,
+                "statement_id": [draw(statement) for _ in duplicates],
+                "first": [draw(member) for _ in duplicates],
+                "last": [draw(member) for _ in duplicates],
+            },
+            schema={
+                "line_id": pl.Int64,
+                "statement_id": pl.String,
+                "first": pl.Int64,
+                "last": pl.Int64,
+            },
+        ),
+        twins=pl.DataFrame(
+            {
+                "line_id": twins,
+                "statement_id": [draw(statement) for _ in twins],
+                "territory": [draw(st.sampled_from(["GB", "DE"])) for _ in twins],
+                "first": [draw(member) for _ in twins],
+                "other": [draw(member) for _ in twins],
+            },
+            schema={
+                "line_id": pl.Int64,
+                "statement_id": pl.String,
+                "territory": pl.String,
+                "first": pl.Int64,
+                "other": pl.Int64,
+            },
+        ),
+        singles=pl.DataFrame(
+            {
+                "line_id": singles,
+                "statement_id": [draw(statement) for _ in singles],
+                "units": [draw(st.integers(-2, 2)) for _ in singles],
+                "amount_minor": [draw(st.integers(-2, 2)) for _ in singles],
+                "currency": [draw(st.sampled_from(["USD", "EUR"])) for _ in singles],
+                "isrc": [draw(st.sampled_from(["GBX", "USY"])) for _ in singles],
+                "period": [draw(st.sampled_from(["2025-01", "2025-02"])) for _ in singles],
+                "known": [draw(st.booleans()) for _ in singles],
+                "statement_currency": [draw(st.sampled_from(["USD", "EUR"])) for _ in singles],
+                "period_end": [draw(day) for _ in singles],
+                "original_release_date": [draw(st.one_of(st.none(), day)) for _ in singles],
+            },
+            schema={
+                "line_id": pl.Int64,
+                "statement_id": pl.String,
+                "units": pl.Int64,
+                "amount_minor": pl.Int64,
+                "currency": pl.String,
+                "isrc": pl.String,
+                "period": pl.String,
+                "known": pl.Boolean,
+                "statement_currency": pl.String,
+                "period_end": pl.Date,
+                "original_release_date": pl.Date,
+            },
+        ),
+    )
+
+
+_READINGS = st.builds(
+    RuleReading,
+    duplicate_copy=st.sampled_from(["later", "earlier", "both"]),
+    flag_unknown_isrc=st.booleans(),
+    flag_currency_mismatch=st.booleans(),
+    flag_impossible_units=st.booleans(),
+    flag_pre_release=st.booleans(),
+    flag_returns=st.booleans(),
+    flag_territory_twins=st.booleans(),
+)
+
+
+@given(_evidence(), _READINGS, st.sampled_from([0, 3, 1_000]))
+@settings(max_examples=300, deadline=None)
+def test_a_registry_made_beside_the_rules_is_the_registry_built_whole(
+    evidence: reconcile.LineEvidence, reading: RuleReading, most: int
+) -> None:
+    """Only the lines a differently read field could move are filed again: whatever kinds
+    a line falls under, the rest is the rules' rows, and the whole is the reading's own
+    registry (the columns the suite reads); more lines to move than ``most``: None."""
+    rules = reconcile.registry(evidence).select(*REGISTRY_COLUMNS_READ)
+    whole = reconcile.registry(evidence, reading, described=False).select(*REGISTRY_COLUMNS_READ)
+    beside = reconcile.registry_beside(evidence, reading, rules, most)
+    if beside is None:
+        assert most < 1_000
+        return
+    assert beside.equals(whole), (beside, whole)
+    assert beside.schema == whole.schema
+
+
+def test_each_misreading_of_the_flags_is_made_beside_the_rules_on_the_default_world(
+    label_world: GeneratedWorld,
+) -> None:
+    """On a real world, every misreading that moves a few lines gets its registry beside
+    the rules' (equal to its own, and holding the rules' rows rather than copies)."""
+    evidence = reconcile.collect_evidence(dict(label_world.tables))
+    rules = reconcile.registry(evidence).select(*REGISTRY_COLUMNS_READ)
+    beside_any = False
+    for m in MISREADINGS:
+        beside = reconcile.registry_beside(evidence, m.reading, rules, MAX_SHARED_PIECES)
+        whole = reconcile.registry(evidence, m.reading, described=False)
+        if beside is None:
+            continue
+        beside_any = beside_any or beside is not rules
+        assert beside.equals(whole.select(*REGISTRY_COLUMNS_READ)), m.misreading_id
+    assert beside_any

@@ -16,7 +16,7 @@ import polars as pl
 from eval_pipeline.world.label import engine
 from eval_pipeline.world.label.line_text import as_text, mapped
 from eval_pipeline.world.label.rulebook import RULES, RuleReading
-from eval_pipeline.world.memo import ByTables
+from eval_pipeline.world.memo import ByTables, spliced_rows
 
 REGISTRY_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "line_id": pl.Int64,
@@ -256,71 +256,81 @@ FLAG_FIELDS: tuple[str, ...] = (
 """The fields of a reading :func:`registry` reads: readings equal in these flag the same lines."""
 
 
-def registry(
-    evidence: LineEvidence, reading: RuleReading = RULES, *, described: bool = True
-) -> pl.DataFrame:
-    """The anomaly registry under ``reading``: one row per flagged or borderline line
-    (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
-    related_line_id), in line order."""
-    facts = evidence.singles
-    found = [_duplicates(evidence.duplicates, reading.duplicate_copy, described)]
-    if reading.flag_unknown_isrc:
-        found.append(
-            _rows(
-                facts.filter(~pl.col("known")),
-                "unknown_isrc",
-                True,
-                pl.format("ISRC {} is not in the catalog", "isrc"),
-            )
-        )
-    if reading.flag_currency_mismatch:
-        found.append(
-            _rows(
-                facts.filter(pl.col("currency") != pl.col("statement_currency")),
-                "currency_mismatch",
-                True,
-                pl.format("amount in {} on a {} statement", "currency", "statement_currency"),
-            )
-        )
-    if reading.flag_impossible_units:
-        found.append(
-            _rows(
-                facts.filter((pl.col("units") < 0) & (pl.col("amount_minor") > 0)),
-                "negative_units",
-                True,
-                pl.lit("negative units with a positive amount"),
-            )
-        )
-        found.append(
-            _rows(
-                facts.filter((pl.col("units") == 0) & (pl.col("amount_minor") != 0)),
-                "zero_units_with_amount",
-                True,
-                pl.lit("zero units with a non-zero amount"),
-            )
-        )
-    if reading.flag_pre_release:
-        found.append(
-            _rows(
-                facts.filter(pl.col("period_end") < pl.col("original_release_date")),
-                "pre_release",
-                True,
-                pl.format(
-                    "reported for {}, before the release on {}",
-                    "period",
-                    pl.col("original_release_date").cast(pl.String),
-                ),
-            )
-        )
-    found.append(
-        _rows(
-            facts.filter((pl.col("units") < 0) & (pl.col("amount_minor") < 0)),
-            "genuine_return",
-            reading.flag_returns,
-            pl.lit("a customer return: negative units with a negative amount"),
-        )
+_PART_FIELDS: dict[str, str] = {
+    "duplicate": "duplicate_copy",
+    "unknown_isrc": "flag_unknown_isrc",
+    "currency_mismatch": "flag_currency_mismatch",
+    "negative_units": "flag_impossible_units",
+    "zero_units_with_amount": "flag_impossible_units",
+    "pre_release": "flag_pre_release",
+    "genuine_return": "flag_returns",
+    "territory_near_duplicate": "flag_territory_twins",
+}
+"""Each kind of registry row, and the field of a reading that decides which lines it holds."""
+
+_SINGLE_TESTS: dict[str, pl.Expr] = {
+    "unknown_isrc": ~pl.col("known"),
+    "currency_mismatch": pl.col("currency") != pl.col("statement_currency"),
+    "negative_units": (pl.col("units") < 0) & (pl.col("amount_minor") > 0),
+    "zero_units_with_amount": (pl.col("units") == 0) & (pl.col("amount_minor") != 0),
+    "pre_release": pl.col("period_end") < pl.col("original_release_date"),
+    "genuine_return": (pl.col("units") < 0) & (pl.col("amount_minor") < 0),
+}
+"""The single-line kinds: which of the lines in ``LineEvidence.singles`` each holds."""
+
+_SINGLE_NOTES: dict[str, pl.Expr] = {
+    "unknown_isrc": pl.format("ISRC {} is not in the catalog", "isrc"),
+    "currency_mismatch": pl.format(
+        "amount in {} on a {} statement", "currency", "statement_currency"
+    ),
+    "negative_units": pl.lit("negative units with a positive amount"),
+    "zero_units_with_amount": pl.lit("zero units with a non-zero amount"),
+    "pre_release": pl.format(
+        "reported for {}, before the release on {}",
+        "period",
+        pl.col("original_release_date").cast(pl.String),
+    ),
+    "genuine_return": pl.lit("a customer return: negative units with a negative amount"),
+}
+
+
+def _part(
+    evidence: LineEvidence,
+    reading: RuleReading,
+    kind: str,
+    described: bool,
+    lines: pl.Series | None = None,
+) -> pl.DataFrame | None:
+    """The registry's rows of one kind under ``reading`` (None: the reading does not flag
+    it), before a line of several kinds is filed once; with ``lines``, those lines' only."""
+
+    def only(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame if lines is None else frame.filter(pl.col("line_id").is_in(lines.implode()))
+
+    if kind == "duplicate":
+        return _duplicates(only(evidence.duplicates), reading.duplicate_copy, described)
+    if kind == "territory_near_duplicate":
+        return _twins(only(evidence.twins), reading.flag_territory_twins, described)
+    if kind == "genuine_return":
+        flaggable = reading.flag_returns
+    elif getattr(reading, _PART_FIELDS[kind]):
+        flaggable = True
+    else:
+        return None
+    return _rows(
+        only(evidence.singles).filter(_SINGLE_TESTS[kind]), kind, flaggable, _SINGLE_NOTES[kind]
     )
-    found.append(_twins(evidence.twins, reading.flag_territory_twins, described))
+
+
+def _filed(
+    evidence: LineEvidence, reading: RuleReading, described: bool, lines: pl.Series | None = None
+) -> pl.DataFrame:
+    """Every kind's rows, each line filed once (see :func:`registry`)."""
+    found = [
+        part
+        for kind in _PART_FIELDS
+        if (part := _part(evidence, reading, kind, described, lines)) is not None
+    ]
     rows = (
         pl.concat(found)
         .with_columns(
@@ -341,6 +351,43 @@ def registry(
     return rows.with_row_index("n", offset=1).select(
         anomaly_id.alias("anomaly_id"), *REGISTRY_SCHEMA
     )
+
+
+def registry(
+    evidence: LineEvidence, reading: RuleReading = RULES, *, described: bool = True
+) -> pl.DataFrame:
+    """The anomaly registry under ``reading``: one row per flagged or borderline line
+    (anomaly_id, kind, line_id, statement_id, flaggable, borderline, note,
+    related_line_id), in line order."""
+    return _filed(evidence, reading, described)
+
+
+def registry_beside(
+    evidence: LineEvidence, reading: RuleReading, rules_rows: pl.DataFrame, most: int
+) -> pl.DataFrame | None:
+    """``registry(evidence, reading)`` in the columns of ``rules_rows`` (the rules'
+    registry in line order, ids and notes left out), made of ``rules_rows`` but for the
+    lines a field the reading reads differently could change: those are filed again, and
+    the rest share the rules' rows (see :func:`~eval_pipeline.world.memo.spliced_rows`).
+
+    A reading of one flag field moves a few lines at any scale, but rebuilding its whole
+    registry meant sorting 800,000 rows at 10x. None when more than ``most`` lines could
+    change (a reading of F7 changes every territory twin): then build it whole."""
+    kinds = [k for k, f in _PART_FIELDS.items() if getattr(reading, f) != getattr(RULES, f)]
+    if not kinds:
+        return rules_rows
+    parts = [
+        part
+        for read in (RULES, reading)
+        for kind in kinds
+        if (part := _part(evidence, read, kind, described=False)) is not None
+    ]
+    lines = pl.concat([part.select("line_id") for part in parts]).get_column("line_id")
+    lines = lines.unique().sort()
+    if lines.len() > most:
+        return None
+    filed = _filed(evidence, reading, described=False, lines=lines)
+    return spliced_rows(rules_rows, "line_id", lines, filed.select(rules_rows.columns))
 
 
 def flag_lines(world: Mapping[str, pl.DataFrame], reading: RuleReading = RULES) -> pl.DataFrame:

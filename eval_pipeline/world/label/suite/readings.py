@@ -22,6 +22,7 @@ from eval_pipeline.world.label.reconcile import (
     LineEvidence,
     collect_evidence,
     registry,
+    registry_beside,
 )
 from eval_pipeline.world.label.rulebook import MISREADINGS, RULES, Misreading
 from eval_pipeline.world.label.suite.answers import LabelData
@@ -31,7 +32,7 @@ from eval_pipeline.world.label.truth import (
     price_reading,
     subset_world,
 )
-from eval_pipeline.world.memo import Parts, sharing_rows
+from eval_pipeline.world.memo import MAX_SHARED_PIECES, Parts, sharing_rows
 from eval_pipeline.world.rng import Stream
 
 POOL_SIZE = 40
@@ -195,11 +196,17 @@ def build_views(
     def view(m: Misreading) -> LabelData:
         # A reading of the money rules flags the lines the rules flag: the same registry.
         flagging = {name: getattr(m.reading, name) for name in FLAG_FIELDS}
+        # A misreading's own registry keeps only what the answer tables read of one: a
+        # whole world's registry per misreading is most of the suite's memory at scale.
         if flagging == {name: getattr(RULES, name) for name in FLAG_FIELDS}:
-            flags, in_part = truth["anomalies"], rules_registry
+            anomalies, in_part = truth["anomalies"], rules_registry
         else:
-            flags = registry(evidence, m.reading, described=False)
-            in_part = flags.join(part_lines, on="line_id", how="semi")
+            beside = registry_beside(evidence, m.reading, rules_read, MAX_SHARED_PIECES)
+            if beside is None:  # a reading that moves most lines: built whole, then shared
+                flags = registry(evidence, m.reading, described=False)
+                beside = sharing_rows(rules_read, flags.select(*REGISTRY_COLUMNS_READ), "line_id")
+            anomalies = beside
+            in_part = anomalies.join(part_lines, on="line_id", how="semi")
         if m.money:
             stage = misread_stage(
                 part, prepared, rules_stage, rules_registry, m.reading, in_part, parts
@@ -209,13 +216,7 @@ def build_views(
             )
         else:
             tables = dict(rules_part)
-        # A misreading's own registry keeps only what the answer tables read of one: a
-        # whole world's registry per misreading is most of the suite's memory at scale.
-        tables["anomalies"] = (
-            flags
-            if flags is truth["anomalies"]
-            else sharing_rows(rules_read, flags.select(*REGISTRY_COLUMNS_READ), "line_id")
-        )
+        tables["anomalies"] = anomalies
         tables["canary"] = truth["canary"]
         return LabelData(world=world, truth=tables, reading=m.reading)
 
