@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date
+from typing import Any
 
 import polars as pl
 import pytest
@@ -91,6 +92,19 @@ def _unique_lines(draw: st.DrawFn) -> list[int]:
     return sorted(draw(st.sets(_LINES, max_size=25)))
 
 
+def _drawn(
+    draw: st.DrawFn, lines: list[int], columns: dict[str, tuple[st.SearchStrategy[object], Any]]
+) -> pl.DataFrame:
+    """A frame of ``lines`` with each other column's values drawn from its strategy."""
+    return pl.DataFrame(
+        {
+            "line_id": lines,
+            **{name: [draw(values) for _ in lines] for name, (values, _) in columns.items()},
+        },
+        schema={"line_id": pl.Int64, **{name: dtype for name, (_, dtype) in columns.items()}},
+    )
+
+
 @st.composite
 def _evidence(draw: st.DrawFn) -> reconcile.LineEvidence:
     """Evidence with any overlap between the kinds: duplicates and twins with their
@@ -98,66 +112,37 @@ def _evidence(draw: st.DrawFn) -> reconcile.LineEvidence:
     duplicates = _unique_lines(draw)
     twins = _unique_lines(draw)
     singles = _unique_lines(draw)
-    statement = st.sampled_from(["STM-1", "STM-2"])
-    member = st.sampled_from(duplicates + twins + singles or [1])
+    statement = (st.sampled_from(["STM-1", "STM-2"]), pl.String)
+    member = (st.sampled_from(duplicates + twins + singles or [1]), pl.Int64)
     day = st.dates(date(2024, 12, 1), date(2026, 2, 1))
     return reconcile.LineEvidence(
-        duplicates=pl.DataFrame(
+        duplicates=_drawn(
+            draw, duplicates, {"statement_id": statement, "first": member, "last": member}
+        ),
+        twins=_drawn(
+            draw,
+            twins,
             {
-                "line_id": duplicates,
-                "statement_id": [draw(statement) for _ in duplicates],
-                "first": [draw(member) for _ in duplicates],
-                "last": [draw(member) for _ in duplicates],
-            },
-            schema={
-                "line_id": pl.Int64,
-                "statement_id": pl.String,
-                "first": pl.Int64,
-                "last": pl.Int64,
+                "statement_id": statement,
+                "territory": (st.sampled_from(["GB", "DE"]), pl.String),
+                "first": member,
+                "other": member,
             },
         ),
-        twins=pl.DataFrame(
+        singles=_drawn(
+            draw,
+            singles,
             {
-                "line_id": twins,
-                "statement_id": [draw(statement) for _ in twins],
-                "territory": [draw(st.sampled_from(["GB", "DE"])) for _ in twins],
-                "first": [draw(member) for _ in twins],
-                "other": [draw(member) for _ in twins],
-            },
-            schema={
-                "line_id": pl.Int64,
-                "statement_id": pl.String,
-                "territory": pl.String,
-                "first": pl.Int64,
-                "other": pl.Int64,
-            },
-        ),
-        singles=pl.DataFrame(
-            {
-                "line_id": singles,
-                "statement_id": [draw(statement) for _ in singles],
-                "units": [draw(st.integers(-2, 2)) for _ in singles],
-                "amount_minor": [draw(st.integers(-2, 2)) for _ in singles],
-                "currency": [draw(st.sampled_from(["USD", "EUR"])) for _ in singles],
-                "isrc": [draw(st.sampled_from(["GBX", "USY"])) for _ in singles],
-                "period": [draw(st.sampled_from(["2025-01", "2025-02"])) for _ in singles],
-                "known": [draw(st.booleans()) for _ in singles],
-                "statement_currency": [draw(st.sampled_from(["USD", "EUR"])) for _ in singles],
-                "period_end": [draw(day) for _ in singles],
-                "original_release_date": [draw(st.one_of(st.none(), day)) for _ in singles],
-            },
-            schema={
-                "line_id": pl.Int64,
-                "statement_id": pl.String,
-                "units": pl.Int64,
-                "amount_minor": pl.Int64,
-                "currency": pl.String,
-                "isrc": pl.String,
-                "period": pl.String,
-                "known": pl.Boolean,
-                "statement_currency": pl.String,
-                "period_end": pl.Date,
-                "original_release_date": pl.Date,
+                "statement_id": statement,
+                "units": (st.integers(-2, 2), pl.Int64),
+                "amount_minor": (st.integers(-2, 2), pl.Int64),
+                "currency": (st.sampled_from(["USD", "EUR"]), pl.String),
+                "isrc": (st.sampled_from(["GBX", "USY"]), pl.String),
+                "period": (st.sampled_from(["2025-01", "2025-02"]), pl.String),
+                "known": (st.booleans(), pl.Boolean),
+                "statement_currency": (st.sampled_from(["USD", "EUR"]), pl.String),
+                "period_end": (day, pl.Date),
+                "original_release_date": (st.one_of(st.none(), day), pl.Date),
             },
         ),
     )
