@@ -77,10 +77,12 @@ WRITER_WAIT_S = 120.0
 
 def connect_when_free(path: Path, wait_s: float = WRITER_WAIT_S) -> duckdb.DuckDBPyConnection:
     """`connect` for writing, waiting (with backoff, each wait logged) while another process
-    holds the file: Dagster's warehouse pool admits one writer at a time, but on its SQLite
-    storage two runs claiming the free slot at the same instant can both get it (its
-    `SELECT ... FOR UPDATE SKIP LOCKED` is a plain select there). A writer still there after
-    `wait_s` is the LockedError it always was."""
+    holds the file: Dagster's warehouse pool admits one writer at a time, but two runs
+    claiming the free slot at the same instant can both get it, on SQLite storage (its
+    `SELECT ... FOR UPDATE SKIP LOCKED` is a plain select there) and on Postgres (the select
+    runs on an autocommit connection, so its row lock is gone before the claim's update; seen
+    once in CI, test_postgres_storage.py). A writer still there after `wait_s` is the
+    LockedError it always was."""
     import logging
 
     from tenacity import (

@@ -3,9 +3,12 @@ materialized at once by runs in separate processes (as run workers on several ma
 would), with nothing lost in the DuckDB warehouse and every run and event in Postgres.
 
 What this shows: Postgres run, event and schedule storage from the environment; the
-`warehouse` pool (limit 1 from `pools: default_limit`) serializing every warehouse step
-across processes through the slots kept in Postgres, so DuckDB never sees two writers;
-lane runs writing only their own journals while they overlap.
+`warehouse` pool (limit 1 from `pools: default_limit`) admitting one warehouse step at a
+time across processes through the slots kept in Postgres; lane runs writing only their own
+journals while they overlap. Two runs that claim the pool's free slot at the same instant
+can both get it (Dagster's claim selects a free slot FOR UPDATE on an autocommit
+connection, so the row lock is gone before its update): then the later writer waits for
+DuckDB's lock (`warehouse.connect_when_free`) and nothing fails or is lost.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ RUNS = (
 WAREHOUSE_STEPS = (LANE_WAREHOUSE_STEP,)
 LANE_RUN_STEPS = (LANE_RUNS_STEP,)
 LOCK_WORDS = ("database is locked", "could not set lock", "conflicting lock")
+WAITED = "retrying eval_pipeline.warehouse.connect"
+"""How `connect_when_free` logs a wait for another process's DuckDB lock."""
 WORKER_TIMEOUT_S = 240
 
 
@@ -145,7 +150,7 @@ def test_the_kubernetes_instance_differs_from_the_tested_one_only_in_its_run_lau
 
 
 @pytest.mark.slow  # a Postgres server and parallel lane runs: about 30 s
-def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_lock(
+def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_fail_on_a_lock(
     deployment: Deployment,
 ) -> None:
     lane_home = deployment.lane_home
@@ -157,10 +162,14 @@ def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_lock(
         barrier.mkdir()
         workers = start_workers(lane_home, barrier)
         outputs = [worker.communicate(timeout=WORKER_TIMEOUT_S) for worker in workers]
+        waited: set[str] = set()
         for run, worker, (out, err) in zip(RUNS, workers, outputs, strict=True):
             assert worker.returncode == 0, f"{run} failed:\n{out}\n{err[-3000:]}"
-            for word in LOCK_WORDS:
-                assert word not in (out + err).lower(), f"{run}: {word!r}\n{err}"
+            for line in (out + err).lower().splitlines():
+                # A lock shows only as a writer waiting its turn, never as a failure.
+                if any(word in line for word in LOCK_WORDS):
+                    assert WAITED in line, f"{run}: {line}\n{err}"
+                    waited.add(json.loads(out.strip().splitlines()[-1])["run_id"])
         reports = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
         run_ids = [report["run_id"] for report in reports]
         assert all(report["success"] for report in reports)
@@ -195,12 +204,14 @@ def test_parallel_lane_runs_on_postgres_storage_lose_no_row_and_never_lock(
         home = deployment.dagster_home
         assert not (home / "history").exists() and not (home / "storage" / "index.db").exists()
 
-        # Parallel for real: lane runs of different runs overlapped in time; the warehouse
-        # steps never did (pool `warehouse`, limit 1, held in Postgres across processes).
+        # Parallel for real: lane runs of different runs overlapped in time; warehouse steps
+        # overlapped only where two runs claimed the pool's slot at once, and then one of
+        # them waited for the other's writer (pool `warehouse`, limit 1, held in Postgres).
         windows = step_windows(instance, run_ids)
         assert len(windows) == len(RUNS) * 2
         assert overlapping(windows, LANE_RUN_STEPS), windows
-        assert overlapping(windows, WAREHOUSE_STEPS) == [], windows
+        for first, second in overlapping(windows, WAREHOUSE_STEPS):
+            assert {first[0], second[0]} & waited, (first, second, windows)
         assert instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL).slot_count == 1
         assert instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL).claimed_slots == []
 
