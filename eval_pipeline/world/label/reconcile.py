@@ -244,18 +244,6 @@ _evidence = ByTables(
 )
 
 
-FLAG_FIELDS: tuple[str, ...] = (
-    "duplicate_copy",
-    "flag_unknown_isrc",
-    "flag_currency_mismatch",
-    "flag_impossible_units",
-    "flag_pre_release",
-    "flag_returns",
-    "flag_territory_twins",
-)
-"""The fields of a reading :func:`registry` reads: readings equal in these flag the same lines."""
-
-
 _PART_FIELDS: dict[str, str] = {
     "duplicate": "duplicate_copy",
     "unknown_isrc": "flag_unknown_isrc",
@@ -267,6 +255,10 @@ _PART_FIELDS: dict[str, str] = {
     "territory_near_duplicate": "flag_territory_twins",
 }
 """Each kind of registry row, and the field of a reading that decides which lines it holds."""
+
+FLAG_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(_PART_FIELDS.values()))
+"""The fields of a reading :func:`registry` reads: readings equal in these flag the same lines."""
+
 
 _SINGLE_TESTS: dict[str, pl.Expr] = {
     "unknown_isrc": ~pl.col("known"),
