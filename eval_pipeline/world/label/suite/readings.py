@@ -198,16 +198,21 @@ def build_views(
         flagging = {name: getattr(m.reading, name) for name in FLAG_FIELDS}
         # A misreading's own registry keeps only what the answer tables read of one: a
         # whole world's registry per misreading is most of the suite's memory at scale.
-        if flagging == {name: getattr(RULES, name) for name in FLAG_FIELDS}:
-            anomalies, in_part = truth["anomalies"], rules_registry
+        same_flags = flagging == {name: getattr(RULES, name) for name in FLAG_FIELDS}
+        if same_flags:
+            anomalies = truth["anomalies"]
         else:
             beside = registry_beside(evidence, m.reading, rules_read, MAX_SHARED_PIECES)
             if beside is None:  # a reading that moves most lines: built whole, then shared
                 flags = registry(evidence, m.reading, described=False)
                 beside = sharing_rows(rules_read, flags.select(*REGISTRY_COLUMNS_READ), "line_id")
             anomalies = beside
-            in_part = anomalies.join(part_lines, on="line_id", how="semi")
         if m.money:
+            in_part = (
+                rules_registry
+                if same_flags
+                else anomalies.join(part_lines, on="line_id", how="semi")
+            )
             stage = misread_stage(
                 part, prepared, rules_stage, rules_registry, m.reading, in_part, parts
             )
