@@ -16,6 +16,7 @@ POST into a GET to wherever the `Location` points).
 from __future__ import annotations
 
 import itertools
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -106,9 +107,13 @@ def _reply_cap(cap: int) -> Any:
     return hook
 
 
-def _http_client(sdk: Any, config: ModelConfig) -> Any:
-    """The SDK's aiohttp client with our timeouts, no redirects and the size cap."""
+def _http_client(sdk: Any, config: ModelConfig, tls: ssl.SSLContext) -> Any:
+    """The SDK's aiohttp client with our timeouts, no redirects and the size cap.
+
+    `tls` is shared by all of a transport's clients: made per client, each loaded the CA
+    bundle again (about 21 ms of CPU), 0.7 s to open a transport at 256 in flight."""
     return sdk.DefaultAioHttpClient(
+        verify=tls,
         timeout=_timeout(config),
         follow_redirects=False,
         event_hooks={"response": [_reply_cap(config.max_reply_bytes)]},
@@ -232,13 +237,14 @@ class OpenAITransport(_SdkTransport):
     path = "/chat/completions"
 
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
+        tls = httpx2.create_ssl_context()
         clients = [
             openai.AsyncOpenAI(
                 api_key=api_key,
                 base_url=base_url,
                 max_retries=0,
                 timeout=_timeout(config),
-                http_client=_http_client(openai, config),
+                http_client=_http_client(openai, config, tls),
             )
             for _ in range(_client_count(config))
         ]
@@ -257,13 +263,14 @@ class AnthropicTransport(_SdkTransport):
     path = "/v1/messages"
 
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
+        tls = httpx2.create_ssl_context()
         clients = [
             anthropic.AsyncAnthropic(
                 api_key=api_key,
                 base_url=base_url,
                 max_retries=0,
                 timeout=_timeout(config),
-                http_client=_http_client(anthropic, config),
+                http_client=_http_client(anthropic, config, tls),
             )
             for _ in range(_client_count(config))
         ]
