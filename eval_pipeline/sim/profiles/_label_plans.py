@@ -362,8 +362,9 @@ def line_facts_sql(line_id: int) -> str:
     """One line with everything rules R1-R3 and F1-F5 need: its amount and FX rate, each
     policy as a flag, its artist and the deal in force on its release date (rule R3).
 
-    Joins take one condition each and the rest sit in subqueries: the SQL guard refuses
-    ``JOIN ... ON a AND b`` (it reads the AND as a table function)."""
+    Its joins take one condition each, with the rest in subqueries: written when the SQL
+    guard refused ``JOIN ... ON a AND b`` (fixed in 74a8795), and kept so that the planted
+    agents' recorded queries stay the same."""
     same = " AND ".join(f"d.{c} = x.{c}" for c in _LINE_KEY_COLUMNS)
     return f"""WITH x AS (SELECT * FROM statement_lines WHERE line_id = {line_id})
 SELECT x.line_id, CAST(x.period AS VARCHAR) AS period, CAST(x.channel AS VARCHAR) AS channel,
