@@ -401,9 +401,9 @@ def test_how_many_calls_are_in_flight_is_not_part_of_a_runs_identity() -> None:
 def test_an_sdk_transport_loads_the_ca_bundle_once_for_all_its_clients(
     monkeypatch: pytest.MonkeyPatch, api: str
 ) -> None:
-    """64 in flight is eight SDK clients; each made its own TLS context, loading the CA
-    bundle again (about 21 ms of CPU each here), when opening a transport at 256 in flight
-    cost 0.7 s. One context, verifying as the SDK's default does, serves them all."""
+    """64 in flight is eight SDK clients. Each made its own TLS context, loading the CA
+    bundle again (about 21 ms of CPU each here), so that opening a transport at 256 in
+    flight cost 0.7 s. One context, verifying as the SDKs' default does, serves them all."""
     import httpcore2  # the SDKs' HTTP core, which makes the default TLS context
 
     made: list[ssl.SSLContext] = []
