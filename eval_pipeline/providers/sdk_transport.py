@@ -231,24 +231,32 @@ def _client_count(config: ModelConfig) -> int:
     return max(1, -(-config.max_in_flight // config.connections_per_client))
 
 
+def _sdk_clients(
+    sdk: Any, client_class: Any, config: ModelConfig, api_key: str, base_url: str | None
+) -> list[Any]:
+    """The transport's SDK clients (`client_class` of `sdk`), sharing one TLS context."""
+    tls = httpx2.create_ssl_context()
+    return [
+        client_class(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=_timeout(config),
+            http_client=_http_client(sdk, config, tls),
+        )
+        for _ in range(_client_count(config))
+    ]
+
+
 class OpenAITransport(_SdkTransport):
     """Chat Completions through the `openai` SDK (OpenAI or any compatible server)."""
 
     path = "/chat/completions"
 
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
-        tls = httpx2.create_ssl_context()
-        clients = [
-            openai.AsyncOpenAI(
-                api_key=api_key,
-                base_url=base_url,
-                max_retries=0,
-                timeout=_timeout(config),
-                http_client=_http_client(openai, config, tls),
-            )
-            for _ in range(_client_count(config))
-        ]
-        super().__init__(config, clients)
+        super().__init__(
+            config, _sdk_clients(openai, openai.AsyncOpenAI, config, api_key, base_url)
+        )
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return wire_body(self.config, request)
@@ -263,18 +271,9 @@ class AnthropicTransport(_SdkTransport):
     path = "/v1/messages"
 
     def __init__(self, config: ModelConfig, api_key: str, base_url: str | None) -> None:
-        tls = httpx2.create_ssl_context()
-        clients = [
-            anthropic.AsyncAnthropic(
-                api_key=api_key,
-                base_url=base_url,
-                max_retries=0,
-                timeout=_timeout(config),
-                http_client=_http_client(anthropic, config, tls),
-            )
-            for _ in range(_client_count(config))
-        ]
-        super().__init__(config, clients)
+        super().__init__(
+            config, _sdk_clients(anthropic, anthropic.AsyncAnthropic, config, api_key, base_url)
+        )
 
     def wire_body(self, request: ModelRequest) -> dict[str, Any]:
         return wire_body(self.config, request)
